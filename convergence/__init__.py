@@ -1,0 +1,1 @@
+"""Refinement studies (time step, grid, precision) and order estimation."""

@@ -1,0 +1,1 @@
+"""Claims about operators and flows, as checks that return a verdict and the measured defect."""

@@ -1,0 +1,1 @@
+"""The application: the built-in study, rendering and the `tide` command line."""

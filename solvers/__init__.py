@@ -1,0 +1,23 @@
+"""Numbers and equations: backends, operators, schemes, controls, problems.
+
+Public API: backend, LayerWeights, PiecewiseControls, Problem, solve, from_torch.
+"""
+
+from solvers.backends import backend
+from solvers.controls import PiecewiseControls
+from solvers.errors import InvalidInputError, TideError, UndefinedOperationError
+from solvers.problem import Problem, solve
+from solvers.torch_io import from_torch
+from solvers.weights import LayerWeights
+
+__all__ = [
+    "InvalidInputError",
+    "LayerWeights",
+    "PiecewiseControls",
+    "Problem",
+    "TideError",
+    "UndefinedOperationError",
+    "backend",
+    "from_torch",
+    "solve",
+]

@@ -1,0 +1,19 @@
+"""The TideError family: every rejection of bad input or an undefined operation.
+
+Messages name the offending value and say what is allowed, so that a user never has to
+read a traceback from deep inside numpy to learn what was wrong.
+"""
+
+from __future__ import annotations
+
+
+class TideError(ValueError):
+    """Base of every error tide-suite raises on purpose."""
+
+
+class InvalidInputError(TideError):
+    """An argument has the wrong shape, type, size or a non-finite value."""
+
+
+class UndefinedOperationError(TideError):
+    """An operator was applied outside its domain (for example P at a constant row)."""

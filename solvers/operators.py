@@ -1,0 +1,90 @@
+"""The discrete operators of MODEL.md section 1, written once against a backend.
+
+States are arrays of shape (..., N, d): N tokens (rows) of d features, with any number of
+leading batch axes. Weights act on the right.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solvers.backends import Array, Backend
+from solvers.errors import InvalidInputError, UndefinedOperationError
+from solvers.weights import BackendLayer
+
+
+def _split_heads(x: Array, heads: int) -> Array:
+    """(..., N, H * w) -> (..., H, N, w)."""
+    return np.swapaxes(x.reshape(*x.shape[:-1], heads, -1), -2, -3)
+
+
+def attention(bk: Backend, u: Array, layer: BackendLayer, score_bias: Array | None = None) -> Array:
+    """Multi-head attention A(U) = sum_h softmax_rows(S_h + B) V_h Wo_h + bo.
+
+    Q_h = U Wq_h + bq_h, K_h = U Wk_h + bk_h, V_h = U Wv_h + bv_h and S_h = s Q_h K_h^T
+    with s = layer.scale. B (`score_bias`, shape (N, N) or (N,) for a per-key bias) is
+    added to every head's scores: log w^x for token quadrature weights (zero on the
+    uniform grid) and -inf above the diagonal for a causal mask. Summing the heads'
+    outputs V_h Wo_h equals concatenating them and applying the stacked Wo.
+    Defined for every finite U; a row of B that is -inf everywhere is not allowed.
+    """
+    heads, d_k = layer.heads, layer.d_k
+    qkv = bk.matmul(u, layer.w_qkv) + layer.b_qkv
+    q = _split_heads(qkv[..., : heads * d_k] * layer.scale, heads)
+    k = _split_heads(qkv[..., heads * d_k : 2 * heads * d_k], heads)
+    v = _split_heads(qkv[..., 2 * heads * d_k :], heads)
+    scores = bk.matmul(q, np.swapaxes(k, -1, -2))
+    if score_bias is not None:
+        scores = scores + score_bias
+    mixed = bk.matmul(bk.softmax(scores), v)
+    joined = np.swapaxes(mixed, -2, -3)
+    joined = joined.reshape(*joined.shape[:-2], heads * layer.d_v)
+    return bk.matmul(joined, layer.w_o) + layer.b_o
+
+
+def feed_forward(bk: Backend, u: Array, layer: BackendLayer) -> Array:
+    """F(U) = relu(U W1 + b1) W2 + b2, relu the projection onto {z >= 0}. Defined for all U."""
+    return bk.matmul(bk.relu(bk.matmul(u, layer.w1) + layer.b1), layer.w2) + layer.b2
+
+
+def layer_norm(bk: Backend, u: Array, gain: Array, bias: Array, eps: Array) -> Array:
+    """LN(V)_i = g * (V_i - mean(V_i)) / sqrt(var(V_i) + eps) + b, per row over the d features.
+
+    var is the population variance. With eps = 0 and scalar g = sigma2 > 0, b = sigma1
+    this is the projection P onto S1 = {rows with mean sigma1 and variance sigma2^2}
+    (Theorem 3.1), defined only where var(V_i) > 0: a constant row raises
+    UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
+    """
+    d = u.shape[-1]
+    centred = u - bk.sum(u, -1) / d
+    variance = bk.sum(centred * centred, -1) / d
+    if not np.any(bk.to_float64(eps)):
+        _require_positive_variance(bk, variance)
+    return centred / bk.sqrt(variance + eps) * gain + bias
+
+
+def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Array:
+    """The projection P(V)_i = sigma2 (V_i - mean(V_i)) / sqrt(var(V_i)) + sigma1 onto S1.
+
+    Requires scalar sigma2 > 0 and var(V_i) > 0 for every row (see `layer_norm`).
+    """
+    sigma1_array, sigma2_array = np.asarray(sigma1, float), np.asarray(sigma2, float)
+    if sigma1_array.ndim or sigma2_array.ndim or not np.isfinite([sigma1, sigma2]).all():
+        raise InvalidInputError(
+            f"sigma1 and sigma2 must be finite scalars, got {sigma1!r}, {sigma2!r}"
+        )
+    if not sigma2_array > 0:
+        raise InvalidInputError(f"sigma2 must be > 0 for a projection onto S1, got {sigma2!r}")
+    return layer_norm(bk, u, bk.asarray(sigma2), bk.asarray(sigma1), bk.asarray(0.0))
+
+
+def _require_positive_variance(bk: Backend, variance: Array) -> None:
+    zero = bk.to_float64(variance)[..., 0] <= 0
+    if zero.any():
+        where = tuple(int(i) for i in np.argwhere(zero)[0])
+        token = where[-1]
+        batch = f" in batch entry {where[:-1]}" if len(where) > 1 else ""
+        raise UndefinedOperationError(
+            f"the layer-norm projection P is undefined at a constant row: token {token}{batch} "
+            "has variance 0 (use eps > 0 or perturb the row)"
+        )

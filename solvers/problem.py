@@ -1,0 +1,113 @@
+"""Problem (initial data, controls, horizon, norm placement) and solve()."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from solvers.backends import Array, Backend
+from solvers.backends import backend as resolve_backend
+from solvers.controls import PiecewiseControls
+from solvers.errors import InvalidInputError
+from solvers.schemes import LAYER_NORMS, lie_step
+from solvers.validation import choice, finite_array, positive_int
+
+METHODS = ("lie",)
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Integrate the layer flow from u0 on [0, t_final] under `controls`.
+
+    u0 has shape (N, d) or (B, N, d). `norm` places the layer norms ("post", "pre",
+    "none"; MODEL.md section 2). `causal` masks every token's attention to the tokens
+    before it. `token_weights` (N positive numbers, the token quadrature weights w^x)
+    add log w^x to the attention scores; None means the uniform grid (no bias).
+    """
+
+    u0: np.ndarray
+    controls: PiecewiseControls
+    t_final: float
+    norm: str = "post"
+    causal: bool = False
+    token_weights: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.controls, PiecewiseControls):
+            raise InvalidInputError(
+                f"controls must be PiecewiseControls, got {type(self.controls).__name__}"
+            )
+        d = self.controls.d_model
+        u0 = finite_array("u0", self.u0)
+        if u0.ndim not in (2, 3) or u0.shape[-1] != d or 0 in u0.shape:
+            raise InvalidInputError(
+                f"u0 must have shape (N, d) or (B, N, d) with d={d} and N, B >= 1, got {u0.shape}"
+            )
+        object.__setattr__(self, "u0", u0)
+        t_final = float(finite_array("t_final", self.t_final, ()))
+        if not 0 < t_final <= self.controls.horizon:
+            raise InvalidInputError(
+                f"t_final must lie in (0, {self.controls.horizon}] (the controls' horizon), "
+                f"got {t_final}"
+            )
+        object.__setattr__(self, "t_final", t_final)
+        choice("norm", self.norm, LAYER_NORMS)
+        if not isinstance(self.causal, bool | np.bool_):
+            raise InvalidInputError(f"causal must be True or False, got {self.causal!r}")
+        if self.token_weights is not None:
+            weights = finite_array("token_weights", self.token_weights, (self.tokens,))
+            if (weights <= 0).any():
+                raise InvalidInputError(
+                    f"token_weights must be > 0, got {weights[weights <= 0][0]} at token "
+                    f"{int(np.argmax(weights <= 0))}"
+                )
+            object.__setattr__(self, "token_weights", weights)
+
+    @property
+    def tokens(self) -> int:
+        return self.u0.shape[-2]
+
+    def score_bias(self, bk: Backend) -> Array | None:
+        """The additive attention bias B: log w^x per key, and -inf above the diagonal if causal."""
+        if self.token_weights is None and not self.causal:
+            return None
+        bias = np.zeros((self.tokens, self.tokens))
+        if self.token_weights is not None:
+            bias += np.log(self.token_weights)
+        if self.causal:
+            bias[np.triu_indices(self.tokens, k=1)] = -np.inf
+        return bk.asarray(bias)
+
+
+def solve(
+    problem: Problem,
+    method: str = "lie",
+    steps_per_unit: int = 1,
+    backend: str | Backend = "float64",
+) -> np.ndarray:
+    """u(t_final) computed by `method` with `steps_per_unit` equal steps per unit of time.
+
+    The steps land exactly on every layer boundary n (a final partial layer of length
+    l < 1 gets ceil(l * steps_per_unit) equal steps). method "lie" with steps_per_unit=1
+    is the standard Transformer. Returns a float array of the backend's precision (or an
+    object array for the arbitrary-precision backends).
+    """
+    if not isinstance(problem, Problem):
+        raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
+    choice("method", method, METHODS)
+    steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
+    bk = resolve_backend(backend)
+    u = bk.asarray(problem.u0)
+    score_bias = problem.score_bias(bk)
+    t_final = Fraction(problem.t_final)
+    for n in range(math.ceil(t_final)):
+        length = min(t_final, n + 1) - n
+        steps = math.ceil(length * steps_per_unit)
+        dt = bk.asarray(length.numerator) / (length.denominator * steps)
+        layer = problem.controls.layers[n].on(bk)
+        for _ in range(steps):
+            u = lie_step(bk, u, layer, dt, problem.norm, score_bias)
+    return bk.to_output(u)

@@ -1,0 +1,53 @@
+"""Checks shared by the constructors: finite arrays, shapes, positive sizes.
+
+Each check raises `InvalidInputError` with a message that names the argument, the value
+that was found and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from solvers.errors import InvalidInputError
+
+
+def finite_array(name: str, value: object, shape: Sequence[int | None] | None = None) -> np.ndarray:
+    """`value` as a float64 array with every entry finite and, if given, this shape.
+
+    `None` in `shape` accepts any size on that axis.
+    """
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"{name} must be an array of real numbers, got {value!r:.80}"
+        ) from exc
+    if shape is not None:
+        if array.ndim != len(shape) or any(
+            want is not None and got != want for got, want in zip(array.shape, shape, strict=True)
+        ):
+            wanted = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise InvalidInputError(f"{name} must have shape {wanted}, got {array.shape}")
+    bad = ~np.isfinite(array)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InvalidInputError(f"{name} must be finite, got {array[where]} at index {where}")
+    return array
+
+
+def positive_int(name: str, value: object) -> int:
+    """`value` as an int >= 1 (bools are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def choice(name: str, value: object, allowed: Sequence[str]) -> str:
+    """`value` if it is one of `allowed`."""
+    if value not in allowed:
+        raise InvalidInputError(
+            f"unknown {name} {value!r}; allowed: {', '.join(repr(a) for a in allowed)}"
+        )
+    return value  # type: ignore[return-value]
