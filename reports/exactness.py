@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,13 +32,17 @@ class Case:
     """What MODEL.md predicts: "holds" or "fails" (a measured departure, e.g. eps > 0)."""
 
 
-def _stack(seed: int, d: int, heads: int, d_ff: int, layers: int, **kwargs: Any) -> list[LayerWeights]:
+def _stack(
+    seed: int, d: int, heads: int, d_ff: int, layers: int, **kwargs: Any
+) -> list[LayerWeights]:
     rng = np.random.default_rng(seed)
     return [LayerWeights.random(d, heads, d_ff, rng, **kwargs) for _ in range(layers)]
 
 
 def _transformer_cases() -> list[Case]:
-    references: list[tuple[str, Any]] = [("textbook encoder (concatenated heads)", standard_encoder)]
+    references: list[tuple[str, Any]] = [
+        ("textbook encoder (concatenated heads)", standard_encoder)
+    ]
     if torch_available():
         import torch  # only for the version string in the report
 
@@ -57,16 +62,14 @@ def _transformer_cases() -> list[Case]:
         layers = _stack(index, d, heads, d_ff, 6, eps=eps, affine=affine)
         u0 = np.random.default_rng(100 + index).standard_normal((batch, tokens, d))
         for name, reference in references:
+            check = partial(
+                check_lie_is_transformer, layers, u0, reference, name,
+                norm=norm, causal=causal, precision=precision,
+            )  # fmt: skip
             cases.append(
                 Case(
                     f"Lie dt=1 vs {name}: d={d} heads={heads} norm={norm} {precision}",
-                    lambda layers=layers, u0=u0, reference=reference, name=name, norm=norm,
-                    causal=causal, precision=precision: [
-                        check_lie_is_transformer(
-                            layers, u0, reference, name, norm=norm, causal=causal,
-                            precision=precision,
-                        )
-                    ],
+                    lambda check=check: [check()],
                     "holds",
                 )
             )
@@ -90,7 +93,11 @@ def _six_substep_cases() -> list[Case]:
 
 def _projection_cases() -> list[Case]:
     cases = []
-    for sigma1, sigma2, precision in ((0.0, 1.0, "float64"), (0.5, 2.0, "float64"), (0.5, 2.0, "float32")):
+    for sigma1, sigma2, precision in (
+        (0.0, 1.0, "float64"),
+        (0.5, 2.0, "float64"),
+        (0.5, 2.0, "float32"),
+    ):
         v = 1.0 + 3.0 * np.random.default_rng(11).standard_normal((4, 16, 32))
         cases.append(
             Case(

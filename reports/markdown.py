@@ -24,7 +24,9 @@ def render_claims_table(rows: Sequence[tuple[ClaimCheck, str]]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for check, predicted in rows:
-        mark = "as predicted" if check.verdict == predicted else f"**NOT AS PREDICTED** ({predicted})"
+        mark = (
+            "as predicted" if check.verdict == predicted else f"**NOT AS PREDICTED** ({predicted})"
+        )
         lines.append(
             f"| {_cell(check.claim)} | {_cell(_configuration(check.configuration))} | "
             f"{check.verdict} | {mark} | {check.defect:.3e} | {check.tolerance:.3e} |"

@@ -1,0 +1,196 @@
+"""Bad input is rejected with a TideError whose message names the value."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from solvers import (
+    InvalidInputError,
+    LayerWeights,
+    PiecewiseControls,
+    Problem,
+    TideError,
+    UndefinedOperationError,
+    backend,
+    from_torch,
+    solve,
+)
+from solvers.operators import project_to_s1
+
+
+@pytest.fixture
+def layer(rng):
+    return LayerWeights.random(8, 2, 16, rng)
+
+
+@pytest.fixture
+def problem(layer, rng):
+    return Problem(rng.standard_normal((5, 8)), PiecewiseControls([layer]), 1.0)
+
+
+def _fields(layer):
+    return {f.name: getattr(layer, f.name) for f in dataclasses.fields(layer) if f.init}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"bq": np.zeros((2, 3))}, "bq must have shape (2, 4)"),
+        ({"wo": np.zeros((2, 4, 7))}, "wo must have shape (2, 4, 8)"),
+        ({"w2": np.zeros((15, 8))}, "w2 must have shape (16, 8)"),
+        ({"b1": np.full(16, np.nan)}, "b1 must be finite, got nan at index (0,)"),
+        ({"wk": np.full((2, 8, 4), np.inf)}, "wk must be finite, got inf"),
+        ({"eps": -1e-5}, "eps must be >= 0, got -1e-05"),
+        ({"scale": 0.0}, "scale must be > 0, got 0.0"),
+        ({"norm1": (np.ones(7), 0.0)}, "norm1 gain must be a scalar or a vector of length d=8"),
+        ({"norm2": 1.0}, "norm2 must be a pair (gain, bias)"),
+        ({"wq": np.zeros((2, 8, 0))}, "d_k (from wq.shape) must be a positive integer, got 0"),
+        ({"wq": "weights"}, "wq must be an array of real numbers"),
+    ],
+)
+def test_layer_weights_reject(layer, change, message):
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        LayerWeights(**{**_fields(layer), **change})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"d": 0, "heads": 1, "d_ff": 4}, "d must be a positive integer, got 0"),
+        ({"d": 8, "heads": -2, "d_ff": 4}, "heads must be a positive integer, got -2"),
+        ({"d": 8, "heads": 3, "d_ff": 4}, "heads=3 does not divide d=8"),
+        ({"d": 8, "heads": 2, "d_ff": 2.5}, "d_ff must be a positive integer, got 2.5"),
+    ],
+)
+def test_random_weights_reject(kwargs, message):
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        LayerWeights.random(**kwargs)
+
+
+def test_controls_reject(layer, rng):
+    with pytest.raises(InvalidInputError, match="at least one layer"):
+        PiecewiseControls([])
+    with pytest.raises(InvalidInputError, match="layer 1 has d=16 but layer 0 has d=8"):
+        PiecewiseControls([layer, LayerWeights.random(16, 2, 16, rng)])
+    with pytest.raises(InvalidInputError, match="layer 0 must be a LayerWeights, got dict"):
+        PiecewiseControls([{}])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"u0": np.zeros((5, 7))}, "u0 must have shape (N, d) or (B, N, d) with d=8"),
+        ({"u0": np.zeros((0, 8))}, "N, B >= 1, got (0, 8)"),
+        ({"u0": np.zeros(8)}, "got (8,)"),
+        ({"u0": np.array([[np.nan] * 8])}, "u0 must be finite, got nan at index (0, 0)"),
+        ({"t_final": 0.0}, "t_final must lie in (0, 1]"),
+        ({"t_final": 2.0}, "t_final must lie in (0, 1]"),
+        ({"t_final": np.inf}, "t_final must be finite"),
+        ({"norm": "middle"}, "unknown norm 'middle'; allowed: 'post', 'pre', 'none'"),
+        ({"causal": "yes"}, "causal must be True or False"),
+        ({"token_weights": np.ones(4)}, "token_weights must have shape (5)"),
+        (
+            {"token_weights": np.array([1, 1, 0, 1, 1.0])},
+            "token_weights must be > 0, got 0.0 at token 2",
+        ),
+    ],
+)
+def test_problem_rejects(layer, rng, kwargs, message):
+    arguments = {
+        "u0": rng.standard_normal((5, 8)),
+        "controls": PiecewiseControls([layer]),
+        "t_final": 1,
+    }
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        Problem(**{**arguments, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"method": "rk45"}, "unknown method 'rk45'; allowed: 'lie'"),
+        ({"steps_per_unit": 0}, "steps_per_unit must be a positive integer, got 0"),
+        ({"steps_per_unit": 1.5}, "steps_per_unit must be a positive integer, got 1.5"),
+        ({"backend": "float128x"}, "unknown backend 'float128x'"),
+    ],
+)
+def test_solve_rejects(problem, kwargs, message):
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        solve(problem, **kwargs)
+    with pytest.raises(InvalidInputError, match="problem must be a Problem, got dict"):
+        solve({})
+
+
+def test_backend_rejects_digits_for_fixed_precision():
+    with pytest.raises(
+        InvalidInputError, match="has a fixed precision; digits must be None, got 30"
+    ):
+        backend("float64", digits=30)
+
+
+def test_projection_names_the_constant_row(rng):
+    u = rng.standard_normal((3, 4, 8))
+    u[1, 2] = 0.25
+    bk = backend("float64")
+    with pytest.raises(
+        UndefinedOperationError, match=r"token 2 in batch entry \(1,\) has variance 0"
+    ):
+        project_to_s1(bk, u, 0.0, 1.0)
+    with pytest.raises(
+        InvalidInputError, match="sigma2 must be > 0 for a projection onto S1, got -1"
+    ):
+        project_to_s1(bk, rng.standard_normal((4, 8)), 0.0, -1)
+
+
+def test_solve_reports_a_constant_row_reached_inside_a_post_ln_problem(rng):
+    # a layer whose attention + FFN map every row to a constant row: zero value and FFN maps
+    # with equal biases, and a constant initial row
+    d = 4
+    zero = np.zeros
+    layer = LayerWeights(
+        wq=zero((1, d, d)),
+        bq=zero((1, d)),
+        wk=zero((1, d, d)),
+        bk=zero((1, d)),
+        wv=zero((1, d, d)),
+        bv=zero((1, d)),
+        wo=zero((1, d, d)),
+        bo=np.ones(d),
+        w1=zero((d, d)),
+        b1=zero(d),
+        w2=zero((d, d)),
+        b2=zero(d),
+    )
+    u0 = rng.standard_normal((3, d))
+    u0[1] = 2.0
+    with pytest.raises(TideError, match="token 1 has variance 0"):
+        solve(Problem(u0, PiecewiseControls([layer]), 1.0))
+    # with eps > 0 the same layer is defined everywhere
+    eps_layer = LayerWeights(**{**_fields(layer), "eps": 1e-5})
+    assert np.isfinite(solve(Problem(u0, PiecewiseControls([eps_layer]), 1.0))).all()
+
+
+def test_from_torch_rejects():
+    gelu = torch.nn.TransformerEncoderLayer(8, 2, 16, activation="gelu")
+    with pytest.raises(
+        InvalidInputError, match=r"layer 0: activation .* is not supported; only relu"
+    ):
+        from_torch(gelu)
+    with pytest.raises(InvalidInputError, match="got Linear"):
+        from_torch(torch.nn.Linear(3, 3))
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16)
+    encoder = torch.nn.TransformerEncoder(
+        layer, 2, norm=torch.nn.LayerNorm(8), enable_nested_tensor=False
+    )
+    with pytest.raises(InvalidInputError, match="final layer norm"):
+        from_torch(encoder)
+    layer.norm2.eps = 1e-3
+    with pytest.raises(
+        InvalidInputError, match=re.escape("norm1.eps=1e-05 differs from norm2.eps=0.001")
+    ):
+        from_torch(layer)
