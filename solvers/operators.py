@@ -29,22 +29,28 @@ def attention(bk: Backend, u: Array, layer: BackendLayer, score_bias: Array | No
     Defined for every finite U; a row of B that is -inf everywhere is not allowed.
     """
     heads, d_k = layer.heads, layer.d_k
-    qkv = bk.matmul(u, layer.w_qkv) + layer.b_qkv
-    q = _split_heads(qkv[..., : heads * d_k] * layer.scale, heads)
+    qkv = bk.matmul(u, layer.w_qkv)
+    qkv += layer.b_qkv
+    qkv[..., : heads * d_k] *= layer.scale  # s Q_h K_h^T = (s Q_h) K_h^T, on N x d_k numbers
+    q = _split_heads(qkv[..., : heads * d_k], heads)
     k = _split_heads(qkv[..., heads * d_k : 2 * heads * d_k], heads)
     v = _split_heads(qkv[..., 2 * heads * d_k :], heads)
     scores = bk.matmul(q, np.swapaxes(k, -1, -2))
     if score_bias is not None:
-        scores = scores + score_bias
-    mixed = bk.matmul(bk.softmax(scores), v)
-    joined = np.swapaxes(mixed, -2, -3)
-    joined = joined.reshape(*joined.shape[:-2], heads * layer.d_v)
-    return bk.matmul(joined, layer.w_o) + layer.b_o
+        scores += score_bias
+    mixed = np.swapaxes(bk.matmul(bk.softmax_(scores), v), -2, -3)
+    output = bk.matmul(mixed.reshape(*mixed.shape[:-2], heads * layer.d_v), layer.w_o)
+    output += layer.b_o
+    return output
 
 
 def feed_forward(bk: Backend, u: Array, layer: BackendLayer) -> Array:
     """F(U) = relu(U W1 + b1) W2 + b2, relu the projection onto {z >= 0}. Defined for all U."""
-    return bk.matmul(bk.relu(bk.matmul(u, layer.w1) + layer.b1), layer.w2) + layer.b2
+    hidden = bk.matmul(u, layer.w1)
+    hidden += layer.b1
+    output = bk.matmul(bk.relu_(hidden), layer.w2)
+    output += layer.b2
+    return output
 
 
 def layer_norm(bk: Backend, u: Array, gain: Array, bias: Array, eps: Array) -> Array:
@@ -60,7 +66,10 @@ def layer_norm(bk: Backend, u: Array, gain: Array, bias: Array, eps: Array) -> A
     variance = bk.sum(centred * centred, -1) / d
     if not np.any(bk.to_float64(eps)):
         _require_positive_variance(bk, variance)
-    return centred / bk.sqrt(variance + eps) * gain + bias
+    centred /= bk.sqrt(variance + eps)
+    centred *= gain
+    centred += bias
+    return centred
 
 
 def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Array:

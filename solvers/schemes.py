@@ -37,16 +37,14 @@ def lie_step(
         (lambda v: feed_forward(bk, v, layer), layer.norm2),
     )
     for operator, (gain, bias) in sub_steps:
-        if norm == "post":
-            u = layer_norm(bk, u + dt * operator(u), gain, bias, layer.eps)
-        elif norm == "pre":
-            u = u + dt * operator(layer_norm(bk, u, gain, bias, layer.eps))
-        elif norm == "none":
-            u = u + dt * operator(u)
-        else:
+        if norm not in LAYER_NORMS:
             raise InvalidInputError(
                 f"unknown norm {norm!r}; allowed: {', '.join(repr(n) for n in LAYER_NORMS)}"
             )
+        increment = operator(layer_norm(bk, u, gain, bias, layer.eps) if norm == "pre" else u)
+        increment *= dt
+        increment += u
+        u = layer_norm(bk, increment, gain, bias, layer.eps) if norm == "post" else increment
     return u
 
 
@@ -72,7 +70,7 @@ def paper_six_substeps(
     w1_shifted, w2_shifted = layer.w1 - identity, layer.w2 - identity
     u1 = u + attention(bk, u, layer, score_bias)
     u2 = layer_norm(bk, u1, *layer.norm1, layer.eps)
-    u3 = bk.relu(u2 + bk.matmul(u2, w1_shifted) + layer.b1)
+    u3 = bk.relu_(u2 + bk.matmul(u2, w1_shifted) + layer.b1)
     u4 = u3 + bk.matmul(u3, w2_shifted) + layer.b2
     u5 = (u4 + u2) / 2
     return layer_norm(bk, u5, *layer.norm2, layer.eps)

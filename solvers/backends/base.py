@@ -4,6 +4,11 @@ A backend is to tide-suite what a context (`mp`, `fp`, `iv`) is to mpmath: the a
 is written once, in terms of array arithmetic (`+ - * /` with numpy broadcasting) and the
 few primitives below, and runs unchanged in each number system. Nothing above the
 backends branches on precision.
+
+Primitives whose names end in an underscore work in place (torch's convention): they
+overwrite their argument, which must be a fresh intermediate the caller owns. Large
+temporaries are the dominant cost of the float paths, so the operators update their own
+intermediates in place (`x += b`), which every backend's arrays support.
 """
 
 from __future__ import annotations
@@ -54,8 +59,8 @@ class Backend(ABC):
         """Elementwise square root of a non-negative array."""
 
     @abstractmethod
-    def relu(self, a: Array) -> Array:
-        """Elementwise max(a, 0): the projection onto the non-negative orthant."""
+    def relu_(self, a: Array) -> Array:
+        """max(a, 0) elementwise, the projection onto the non-negative orthant, written into a."""
 
     @abstractmethod
     def amax(self, a: Array, axis: int) -> Array:
@@ -65,14 +70,16 @@ class Backend(ABC):
     def sum(self, a: Array, axis: int) -> Array:
         """Sum along `axis`, keeping the axis."""
 
-    def softmax(self, scores: Array) -> Array:
-        """Row softmax over the last axis, exp(s - max s) / sum exp(s - max s).
+    def softmax_(self, scores: Array) -> Array:
+        """Row softmax over the last axis, exp(s - max s) / sum exp(s - max s), written into scores.
 
         Subtracting the row maximum changes nothing mathematically and keeps exp from
         overflowing; -inf entries (masked scores) give exactly 0.
         """
-        weights = self.exp(scores - self.amax(scores, -1))
-        return weights / self.sum(weights, -1)
+        scores -= self.amax(scores, -1)
+        scores[...] = self.exp(scores)
+        scores /= self.sum(scores, -1)
+        return scores
 
     def __repr__(self) -> str:
         return f"backend({self.name!r})"

@@ -37,8 +37,8 @@ class NativeFloatBackend(Backend):
     def sqrt(self, a: Array) -> Array:
         return np.sqrt(a)
 
-    def relu(self, a: Array) -> Array:
-        return np.maximum(a, 0)
+    def relu_(self, a: Array) -> Array:
+        return np.maximum(a, 0, out=a)
 
     def amax(self, a: Array, axis: int) -> Array:
         return np.max(a, axis=axis, keepdims=True)
@@ -46,9 +46,9 @@ class NativeFloatBackend(Backend):
     def sum(self, a: Array, axis: int) -> Array:
         return np.sum(a, axis=axis, keepdims=True)
 
-    def softmax(self, scores: Array) -> Array:
-        """Row softmax computed in place on a fresh copy (same formula as the base)."""
-        weights = scores - np.max(scores, axis=-1, keepdims=True)
-        np.exp(weights, out=weights)
-        weights /= np.sum(weights, axis=-1, keepdims=True)
-        return weights
+    def softmax_(self, scores: Array) -> Array:
+        """Row softmax (the base formula) with exp evaluated in place."""
+        scores -= np.max(scores, axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= np.sum(scores, axis=-1, keepdims=True)
+        return scores

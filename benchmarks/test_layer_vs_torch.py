@@ -1,0 +1,88 @@
+"""One float64 post-LN layer at (tokens, d, heads, d_ff) = (256, 256, 8, 1024) against torch.
+
+Three members of one group, timed in the same run: tide's Lie step (dt = 1), torch's
+float64 TransformerEncoderLayer carrying the same weights (eval mode, no_grad), and a
+float64 numpy matrix product of the same FLOP count, the machine's attainable rate.
+`test_targets` prints the ratios and asserts the issue's target (at most 0.8 of torch's
+median time) from the medians just measured.
+
+    python -m pytest benchmarks --benchmark-only -s
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from solvers import LayerWeights, backend
+from solvers.schemes import lie_step
+from solvers.torch_io import to_torch
+
+TOKENS, D, HEADS, D_FF = 256, 256, 8, 1024
+D_K = D // HEADS
+FLOPS = (
+    2 * TOKENS * D * 3 * D  # q, k, v
+    + 2 * 2 * HEADS * TOKENS * TOKENS * D_K  # scores and weights @ values
+    + 2 * TOKENS * D * D  # output map
+    + 2 * 2 * TOKENS * D * D_FF  # the two FFN maps
+)
+MATMUL_INNER = FLOPS // (2 * TOKENS * D)  # (256 x K) @ (K x 256) has the same FLOP count
+
+medians: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def case():
+    rng = np.random.default_rng(0)
+    weights = LayerWeights.random(D, HEADS, D_FF, rng)
+    return weights, rng.standard_normal((TOKENS, D))
+
+
+@pytest.mark.benchmark(group="post-LN layer 256x256x8x1024 float64")
+def test_tide_layer(benchmark, case):
+    weights, u = case
+    bk = backend("float64")
+    layer, dt = weights.on(bk), bk.asarray(1.0)
+    benchmark(lie_step, bk, u, layer, dt, "post")
+    medians["tide"] = benchmark.stats.stats.median
+
+
+@pytest.mark.benchmark(group="post-LN layer 256x256x8x1024 float64")
+def test_torch_layer(benchmark, case):
+    weights, u = case
+    layer = to_torch([weights], "post").layers[0]
+    x = torch.tensor(u[None])
+
+    def run():
+        with torch.no_grad():
+            return layer(x)
+
+    benchmark(run)
+    medians["torch"] = benchmark.stats.stats.median
+
+
+@pytest.mark.benchmark(group="post-LN layer 256x256x8x1024 float64")
+def test_matmul_same_flops(benchmark):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((TOKENS, MATMUL_INNER)), rng.standard_normal((MATMUL_INNER, D))
+    benchmark(np.matmul, a, b)
+    medians["matmul"] = benchmark.stats.stats.median
+
+
+@pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+def test_targets(benchmark):
+    """Ratios of the medians above (the fixture keeps this test under --benchmark-only)."""
+    if set(medians) != {"tide", "torch", "matmul"}:
+        pytest.fail(f"run the whole module with --benchmark-only; measured only {sorted(medians)}")
+    ratio = medians["tide"] / medians["torch"]
+    rate, peak = FLOPS / medians["tide"] / 1e9, FLOPS / medians["matmul"] / 1e9
+    bound = medians["matmul"] / medians["torch"]
+    print(
+        f"\ntide / torch median time: {ratio:.3f} (target <= 0.8); "
+        f"tide {rate:.1f} GFLOP/s, torch {FLOPS / medians['torch'] / 1e9:.1f} GFLOP/s, "
+        f"matmul of the same {FLOPS / 1e9:.3f} GFLOP {peak:.1f} GFLOP/s "
+        f"(tide reaches {rate / peak:.0%} of it); "
+        f"that matmul alone takes {bound:.3f} of torch's layer time"
+    )
+    assert ratio <= 0.8
