@@ -1,9 +1,11 @@
 """The standard Transformer encoder written as Vaswani et al. and PyTorch write it.
 
-An independent formulation for the exactness claim, in float64: each head is computed
-separately, the heads are concatenated and multiplied by the stacked output matrix,
-softmax is scipy's, and layer norm uses numpy's mean and population variance. Nothing
-here is shared with solvers.operators.
+An independent formulation for the exactness claim: each head is computed on its own
+from the unpacked per-head weights, the heads are concatenated and multiplied by the
+stacked output matrix, and each sub-layer is the residual block of the paper "Attention
+is all you need" (post-LN) or of pre-LN models. It shares no code with
+solvers.operators or solvers.schemes; only the number system's primitives (products,
+softmax, square roots) come from the backend, so it runs at any precision.
 """
 
 from __future__ import annotations
@@ -11,49 +13,80 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.special import softmax
 
+from solvers import backend
+from solvers.backends import Array, Backend
 from solvers.weights import LayerWeights
 
 
-def _layer_norm(x: np.ndarray, norm: tuple[np.ndarray, np.ndarray], eps: float) -> np.ndarray:
+def _layer_norm(bk: Backend, x: Array, norm: tuple, eps: Array) -> Array:
     gain, bias = norm
-    mean = x.mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(x.var(axis=-1, keepdims=True) + eps) * gain + bias
+    mean, variance = bk.moments(x)
+    return (x - mean) / bk.sqrt(variance + eps) * gain + bias
 
 
-def _multi_head(x: np.ndarray, w: LayerWeights, mask: np.ndarray) -> np.ndarray:
-    heads = []
-    for h in range(w.heads):
-        q, k, v = x @ w.wq[h] + w.bq[h], x @ w.wk[h] + w.bk[h], x @ w.wv[h] + w.bv[h]
-        heads.append(softmax(w.scale * q @ np.swapaxes(k, -1, -2) + mask, axis=-1) @ v)
-    return np.concatenate(heads, axis=-1) @ np.concatenate(list(w.wo), axis=0) + w.bo
+def _multi_head(bk: Backend, x: Array, w: dict, heads: int, mask: Array) -> Array:
+    outputs = []
+    for h in range(heads):
+        q = bk.matmul(x, w["wq"][h]) + w["bq"][h]
+        k = bk.matmul(x, w["wk"][h]) + w["bk"][h]
+        v = bk.matmul(x, w["wv"][h]) + w["bv"][h]
+        scores = bk.matmul(q, np.swapaxes(k, -1, -2)) * w["scale"] + mask
+        outputs.append(bk.matmul(bk.softmax_(scores), v))
+    return bk.matmul(np.concatenate(outputs, axis=-1), w["wo"]) + w["bo"]
+
+
+def _weights(bk: Backend, layer: LayerWeights) -> dict:
+    names = ("wq", "bq", "wk", "bk", "wv", "bv", "bo", "w1", "b1", "w2", "b2", "eps", "scale")
+    w = {name: bk.asarray(getattr(layer, name)) for name in names}
+    w["wo"] = bk.asarray(np.concatenate(list(layer.wo), axis=0))
+    w["norm1"] = tuple(bk.asarray(x) for x in layer.norm1)
+    w["norm2"] = tuple(bk.asarray(x) for x in layer.norm2)
+    return w
 
 
 def standard_encoder(
-    layers: Sequence[LayerWeights], u0: np.ndarray, norm: str, causal: bool
-) -> np.ndarray:
-    """Output of the encoder stack on u0 ((N, d) or (B, N, d)), post-LN or pre-LN.
+    layers: Sequence[LayerWeights],
+    u0: np.ndarray,
+    norm: str,
+    causal: bool,
+    precision: str | Backend = "float64",
+) -> Array:
+    """Output of the encoder stack on u0 ((N, d) or (B, N, d)) in the given number system.
+
+    Ball arithmetic runs through `certify`, as `solve` does, so radii stay at the target.
 
     post: x <- LN1(x + MHA(x)); x <- LN2(x + FFN(x))
     pre:  x <- x + MHA(LN1(x)); x <- x + FFN(LN2(x))
     none: x <- x + MHA(x);      x <- x + FFN(x)
     """
-    x = np.asarray(u0, dtype=np.float64)
+    bk = backend(precision)
+    return bk.certify(lambda working: _encode(working, layers, u0, norm, causal))
+
+
+def _encode(
+    bk: Backend, layers: Sequence[LayerWeights], u0: np.ndarray, norm: str, causal: bool
+) -> Array:
+    x = bk.asarray(u0)
     tokens = x.shape[-2]
-    mask = (
-        np.triu(np.full((tokens, tokens), -np.inf), k=1) if causal else np.zeros((tokens, tokens))
-    )
-    for w in layers:
+    mask = np.triu(np.full((tokens, tokens), -np.inf), k=1) if causal else np.zeros((tokens,) * 2)
+    mask = bk.asarray(mask)
+    for layer in layers:
+        w = _weights(bk, layer)
         blocks = (
-            (lambda y, w=w: _multi_head(y, w, mask), w.norm1),
-            (lambda y, w=w: np.maximum(y @ w.w1 + w.b1, 0.0) @ w.w2 + w.b2, w.norm2),
+            (lambda y, w=w, h=layer.heads: _multi_head(bk, y, w, h, mask), w["norm1"]),
+            (
+                lambda y, w=w: (
+                    bk.matmul(bk.relu_(bk.matmul(y, w["w1"]) + w["b1"]), w["w2"]) + w["b2"]
+                ),
+                w["norm2"],
+            ),
         )
         for block, ln in blocks:
             if norm == "post":
-                x = _layer_norm(x + block(x), ln, w.eps)
+                x = _layer_norm(bk, x + block(x), ln, w["eps"])
             elif norm == "pre":
-                x = x + block(_layer_norm(x, ln, w.eps))
+                x = x + block(_layer_norm(bk, x, ln, w["eps"]))
             else:
                 x = x + block(x)
     return x

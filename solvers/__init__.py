@@ -6,7 +6,7 @@ Public API: backend, LayerWeights, PiecewiseControls, Problem, solve, from_torch
 from solvers.backends import backend
 from solvers.controls import PiecewiseControls
 from solvers.errors import InvalidInputError, TideError, UndefinedOperationError
-from solvers.problem import Problem, solve
+from solvers.problem import Problem, solve, solve_layers
 from solvers.torch_io import from_torch
 from solvers.weights import LayerWeights
 
@@ -20,4 +20,5 @@ __all__ = [
     "backend",
     "from_torch",
     "solve",
+    "solve_layers",
 ]

@@ -17,3 +17,7 @@ class InvalidInputError(TideError):
 
 class UndefinedOperationError(TideError):
     """An operator was applied outside its domain (for example P at a constant row)."""
+
+
+class NumericalBreakdownError(TideError):
+    """A computation overflowed or produced NaN in its number format."""

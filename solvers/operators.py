@@ -61,9 +61,8 @@ def layer_norm(bk: Backend, u: Array, gain: Array, bias: Array, eps: Array) -> A
     (Theorem 3.1), defined only where var(V_i) > 0: a constant row raises
     UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
     """
-    d = u.shape[-1]
-    centred = u - bk.sum(u, -1) / d
-    variance = bk.sum(centred * centred, -1) / d
+    mean, variance = bk.moments(u)
+    centred = u - mean
     if not np.any(bk.to_float64(eps)):
         _require_positive_variance(bk, variance)
     centred /= bk.sqrt(variance + eps)
@@ -88,12 +87,13 @@ def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Arra
 
 
 def _require_positive_variance(bk: Backend, variance: Array) -> None:
-    zero = bk.to_float64(variance)[..., 0] <= 0
+    zero = ~bk.certainly_positive(variance[..., 0])
     if zero.any():
         where = tuple(int(i) for i in np.argwhere(zero)[0])
         token = where[-1]
         batch = f" in batch entry {where[:-1]}" if len(where) > 1 else ""
         raise UndefinedOperationError(
             f"the layer-norm projection P is undefined at a constant row: token {token}{batch} "
-            "has variance 0 (use eps > 0 or perturb the row)"
+            f"has variance {bk.to_float64(variance[where])[0]:.3g} in {bk!r} "
+            "(use eps > 0 or perturb the row)"
         )

@@ -11,7 +11,7 @@ import numpy as np
 from solvers.backends import Array, Backend
 from solvers.backends import backend as resolve_backend
 from solvers.controls import PiecewiseControls
-from solvers.errors import InvalidInputError
+from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.schemes import LAYER_NORMS, lie_step
 from solvers.validation import choice, finite_array, positive_int
 
@@ -74,12 +74,12 @@ class Problem:
         """The additive attention bias B: log w^x per key, and -inf above the diagonal if causal."""
         if self.token_weights is None and not self.causal:
             return None
-        bias = np.zeros((self.tokens, self.tokens))
+        bias = bk.asarray(np.zeros((self.tokens, self.tokens)))
         if self.token_weights is not None:
-            bias += np.log(self.token_weights)
+            bias += bk.log(bk.asarray(self.token_weights, name="token_weights"))
         if self.causal:
-            bias[np.triu_indices(self.tokens, k=1)] = -np.inf
-        return bk.asarray(bias)
+            bias[np.triu_indices(self.tokens, k=1)] = bk.asarray(-np.inf)
+        return bias
 
 
 def solve(
@@ -93,21 +93,47 @@ def solve(
     The steps land exactly on every layer boundary n (a final partial layer of length
     l < 1 gets ceil(l * steps_per_unit) equal steps). method "lie" with steps_per_unit=1
     is the standard Transformer. Returns a float array of the backend's precision (or an
-    object array for the arbitrary-precision backends).
+    object array for the arbitrary-precision backends). Raises NumericalBreakdownError
+    when the computation overflows or produces NaN in its number format.
+    """
+    return solve_layers(problem, method, steps_per_unit, backend)[-1]
+
+
+def solve_layers(
+    problem: Problem,
+    method: str = "lie",
+    steps_per_unit: int = 1,
+    backend: str | Backend = "float64",
+) -> np.ndarray:
+    """Like `solve`, but the states at t = 0, 1, ..., and t_final stacked on a leading axis.
+
+    Entry n is u(min(n, t_final)): the output of the first n layers.
     """
     if not isinstance(problem, Problem):
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
     choice("method", method, METHODS)
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
     bk = resolve_backend(backend)
-    u = bk.asarray(problem.u0)
-    score_bias = problem.score_bias(bk)
+    return bk.to_output(bk.certify(lambda working: _integrate(problem, steps_per_unit, working)))
+
+
+def _integrate(problem: Problem, steps_per_unit: int, bk: Backend) -> Array:
+    """The Lie steps of `solve_layers` in the backend bk (already active)."""
     t_final = Fraction(problem.t_final)
+    u = bk.asarray(problem.u0, name="u0")
+    states = [u]
+    score_bias = problem.score_bias(bk)
     for n in range(math.ceil(t_final)):
         length = min(t_final, n + 1) - n
         steps = math.ceil(length * steps_per_unit)
-        dt = bk.asarray(length.numerator) / (length.denominator * steps)
+        dt = bk.asarray(Fraction(length.numerator, length.denominator * steps))
         layer = problem.controls.layers[n].on(bk)
         for _ in range(steps):
             u = lie_step(bk, u, layer, dt, problem.norm, score_bias)
-    return bk.to_output(u)
+        if not bk.all_finite(u):
+            raise NumericalBreakdownError(
+                f"{bk!r} produced inf or NaN in layer {n} (t in [{n}, {n + length}]): "
+                "the values exceed what the format can hold"
+            )
+        states.append(u)
+    return np.stack(states)

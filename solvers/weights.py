@@ -162,33 +162,40 @@ class LayerWeights:
         """These weights rounded into `bk` and packed (computed once per backend)."""
         key = bk.key
         if key not in self._on_backend:
-            heads = self.heads
-
-            def side_by_side(w: np.ndarray) -> np.ndarray:
-                return np.concatenate(list(w), axis=-1)
-
-            self._on_backend[key] = BackendLayer(
-                heads=heads,
-                d_k=self.d_k,
-                d_v=self.d_v,
-                w_qkv=bk.asarray(
-                    np.concatenate([side_by_side(w) for w in (self.wq, self.wk, self.wv)], axis=1)
-                ),
-                b_qkv=bk.asarray(
-                    np.concatenate([self.bq.ravel(), self.bk.ravel(), self.bv.ravel()])
-                ),
-                w_o=bk.asarray(self.wo.reshape(heads * self.d_v, self.d_model)),
-                b_o=bk.asarray(self.bo),
-                w1=bk.asarray(self.w1),
-                b1=bk.asarray(self.b1),
-                w2=bk.asarray(self.w2),
-                b2=bk.asarray(self.b2),
-                norm1=(bk.asarray(self.norm1[0]), bk.asarray(self.norm1[1])),
-                norm2=(bk.asarray(self.norm2[0]), bk.asarray(self.norm2[1])),
-                eps=bk.asarray(self.eps),
-                scale=bk.asarray(self.scale),
-            )
+            with bk.active():
+                self._on_backend[key] = self._packed(bk)
         return self._on_backend[key]
+
+    def _packed(self, bk: Backend) -> BackendLayer:
+        def side_by_side(w: np.ndarray) -> np.ndarray:
+            return np.concatenate(list(w), axis=-1)
+
+        def rounded(name: str, value: object) -> Array:
+            return bk.asarray(value, name=name)
+
+        heads = self.heads
+        return BackendLayer(
+            heads=heads,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            w_qkv=rounded(
+                "wq, wk, wv",
+                np.concatenate([side_by_side(w) for w in (self.wq, self.wk, self.wv)], axis=1),
+            ),
+            b_qkv=rounded(
+                "bq, bk, bv", np.concatenate([self.bq.ravel(), self.bk.ravel(), self.bv.ravel()])
+            ),
+            w_o=rounded("wo", self.wo.reshape(heads * self.d_v, self.d_model)),
+            b_o=rounded("bo", self.bo),
+            w1=rounded("w1", self.w1),
+            b1=rounded("b1", self.b1),
+            w2=rounded("w2", self.w2),
+            b2=rounded("b2", self.b2),
+            norm1=(rounded("norm1 gain", self.norm1[0]), rounded("norm1 bias", self.norm1[1])),
+            norm2=(rounded("norm2 gain", self.norm2[0]), rounded("norm2 bias", self.norm2[1])),
+            eps=rounded("eps", self.eps),
+            scale=rounded("scale", self.scale),
+        )
 
     @classmethod
     def random(

@@ -1,19 +1,25 @@
 """The number-system protocol that every operator and scheme is written against.
 
 A backend is to tide-suite what a context (`mp`, `fp`, `iv`) is to mpmath: the algorithm
-is written once, in terms of array arithmetic (`+ - * /` with numpy broadcasting) and the
-few primitives below, and runs unchanged in each number system. Nothing above the
-backends branches on precision.
+is written once, in terms of array arithmetic (`+ - * /` with numpy broadcasting, on
+float arrays or on object arrays of high-precision numbers) and the few primitives
+below, and runs unchanged in each number system. Nothing above the backends branches on
+precision.
 
 Primitives whose names end in an underscore work in place (torch's convention): they
 overwrite their argument, which must be a fresh intermediate the caller owns. Large
 temporaries are the dominant cost of the float paths, so the operators update their own
 intermediates in place (`x += b`), which every backend's arrays support.
+
+Computations in a backend run inside `with bk.active():`, which sets any global state
+the number system needs (python-flint's working precision) and restores it afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -26,25 +32,55 @@ class Backend(ABC):
     """Primitives of one number system. Subclasses implement the abstract methods."""
 
     name: str
+    digits: int | None = None
     unit_roundoff: float
-    """u = half the distance from 1 to the next number: the relative rounding error bound."""
+    """u: the bound on the relative rounding error of one operation."""
 
     @property
     def key(self) -> tuple:
         """What identifies this number system (name, and precision where it varies)."""
-        return (self.name,)
+        return (self.name, self.digits)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Scope in which this backend's arithmetic is valid (nothing to set by default)."""
+        yield
+
+    def certify(self, computation: Callable[[Backend], Array]) -> Array:
+        """The result of computation(working backend), accurate to this backend's precision.
+
+        Floating-point backends run it once in themselves. Ball arithmetic re-runs it at a
+        higher working precision when the radii came out too wide (see ArbBackend).
+        """
+        with self.active():
+            return computation(self)
 
     @abstractmethod
-    def asarray(self, value: object) -> Array:
-        """`value` (numbers or a float64 array) rounded into this number system."""
+    def asarray(self, value: object, name: str = "value") -> Array:
+        """`value` (numbers, a float array, or decimal strings) rounded into this number system.
+
+        `name` is what an error message calls the value (e.g. when it overflows the format).
+        """
 
     @abstractmethod
     def to_float64(self, value: Array) -> np.ndarray:
-        """Nearest float64 array, for plotting and comparison."""
+        """Nearest float64 array (midpoints for balls), for plotting and comparison."""
+
+    @abstractmethod
+    def to_strings(self, value: Array) -> np.ndarray:
+        """Decimal strings that `asarray` reads back to the same numbers (lossless JSON)."""
 
     @abstractmethod
     def to_output(self, value: Array) -> np.ndarray:
         """The array `solve` returns: a float array of this precision, or an object array."""
+
+    @abstractmethod
+    def all_finite(self, value: Array) -> bool:
+        """True when no entry is infinite or NaN (for balls: no infinite radius either)."""
+
+    @abstractmethod
+    def certainly_positive(self, value: Array) -> np.ndarray:
+        """Boolean array: entry > 0 (for balls, the whole ball is > 0)."""
 
     @abstractmethod
     def matmul(self, a: Array, b: Array) -> Array:
@@ -55,6 +91,10 @@ class Backend(ABC):
         """Elementwise exp."""
 
     @abstractmethod
+    def log(self, a: Array) -> Array:
+        """Elementwise natural log of a positive array."""
+
+    @abstractmethod
     def sqrt(self, a: Array) -> Array:
         """Elementwise square root of a non-negative array."""
 
@@ -63,23 +103,47 @@ class Backend(ABC):
         """max(a, 0) elementwise, the projection onto the non-negative orthant, written into a."""
 
     @abstractmethod
-    def amax(self, a: Array, axis: int) -> Array:
-        """Maximum along `axis`, keeping the axis."""
-
-    @abstractmethod
     def sum(self, a: Array, axis: int) -> Array:
         """Sum along `axis`, keeping the axis."""
 
-    def softmax_(self, scores: Array) -> Array:
-        """Row softmax over the last axis, exp(s - max s) / sum exp(s - max s), written into scores.
+    def moments(self, a: Array) -> tuple[Array, Array]:
+        """Population mean and variance over the last axis (axis kept): the layer-norm statistics.
 
-        Subtracting the row maximum changes nothing mathematically and keeps exp from
-        overflowing; -inf entries (masked scores) give exactly 0.
+        mean = sum(a) / d, variance = sum((a - mean)^2) / d, the two-pass formula.
         """
-        scores -= self.amax(scores, -1)
+        d = a.shape[-1]
+        mean = self.sum(a, -1) / d
+        centred = a - mean
+        return mean, self.sum(centred * centred, -1) / d
+
+    def softmax_(self, scores: Array) -> Array:
+        """Row softmax over the last axis, exp(s - c) / sum exp(s - c), written into scores.
+
+        Any constant c per row gives the same result; c is the float64 row maximum of the
+        scores, an exact number in every backend, so exp cannot overflow and a ball's
+        radius is not widened by the shift. -inf entries (masked scores) give exactly 0.
+        """
+        scores -= self.asarray(np.max(self.to_float64(scores), axis=-1, keepdims=True))
         scores[...] = self.exp(scores)
         scores /= self.sum(scores, -1)
         return scores
 
     def __repr__(self) -> str:
-        return f"backend({self.name!r})"
+        digits = "" if self.digits is None else f", digits={self.digits}"
+        return f"backend({self.name!r}{digits})"
+
+
+def matmul_by_matrix(a: Array, b: Array, product: Callable[[Array, Array], Any]) -> Array:
+    """a @ b for object arrays: `product` of each pair of matrices, broadcasting leading axes.
+
+    `product(x, y)` takes two 2-D object arrays and returns their product as nested lists
+    or an array of shape (x.shape[0], y.shape[1]).
+    """
+    a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, (*batch, *a.shape[-2:]))
+    b = np.broadcast_to(b, (*batch, *b.shape[-2:]))
+    out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=object)
+    for index in np.ndindex(batch):
+        out[index] = np.asarray(product(a[index], b[index]), dtype=object).reshape(out.shape[-2:])
+    return out

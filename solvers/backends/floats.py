@@ -1,7 +1,16 @@
-"""IEEE float backends computed natively by numpy (float32, float64).
+"""IEEE binary floats: float64, float32, longdouble natively; float16, bfloat16 as hardware does.
 
-Every operation rounds to the format as numpy (and BLAS for matrix products) does; no
-wider accumulation is imposed.
+Rounding model of the low precisions (float16, and bfloat16 from `ml_dtypes`), as GPUs
+and CPUs with mixed-precision units run them: every stored value and every elementwise
+result (add, multiply, divide, exp, sqrt, relu) is rounded to the format; matrix
+products and reductions (sums over features or tokens, and the layer-norm mean and
+variance, as torch's half-precision layer-norm kernels compute them) take their operands
+exactly into float32, compute and accumulate in float32, and round the result once to
+the format. The unit
+roundoff u is 2^-11 for float16 and 2^-8 for bfloat16, against which bounds are stated;
+the float32 accumulation adds at most K 2^-24 relatively for a length-K sum.
+
+The native floats round every operation to their own format (numpy and BLAS).
 """
 
 from __future__ import annotations
@@ -9,24 +18,57 @@ from __future__ import annotations
 import numpy as np
 
 from solvers.backends.base import Array, Backend
+from solvers.errors import InvalidInputError
 
 
 class NativeFloatBackend(Backend):
     """A numpy float dtype whose arithmetic numpy and BLAS perform natively."""
 
-    def __init__(self, name: str, dtype: type[np.floating]) -> None:
+    def __init__(self, name: str, dtype: type | np.dtype) -> None:
         self.name = name
         self.dtype = np.dtype(dtype)
-        self.unit_roundoff = float(np.finfo(self.dtype).eps) / 2
+        self._info = np.finfo(self.dtype) if self.dtype.kind == "f" else _ml_finfo(self.dtype)
+        self.unit_roundoff = float(self._info.eps) / 2
 
-    def asarray(self, value: object) -> Array:
-        return np.asarray(value, dtype=self.dtype)
+    def asarray(self, value: object, name: str = "value") -> Array:
+        """Round numbers, float arrays or decimal strings to the format.
+
+        Strings are parsed in long double and rounded once; other objects (Fractions, mpf,
+        arb) go through float(). A finite value that overflows the format is an error.
+        """
+        source = np.asarray(value)
+        if source.dtype.kind in "USO":
+            source = source.astype(np.longdouble)
+        with np.errstate(over="ignore", invalid="ignore"):
+            rounded = source.astype(self.dtype)
+        overflowed = np.isfinite(source) & ~np.isfinite(rounded)
+        if overflowed.any():
+            where = tuple(int(i) for i in np.argwhere(overflowed)[0])
+            raise InvalidInputError(
+                f"{name} {float(source[where]):.6g} at index {where} overflows {self.name} "
+                f"(largest finite {float(self._info.max):.6g})"
+            )
+        return rounded
 
     def to_float64(self, value: Array) -> np.ndarray:
         return np.asarray(value, dtype=np.float64)
 
+    def to_strings(self, value: Array) -> np.ndarray:
+        value = np.asarray(value, dtype=self.dtype)
+        # shortest strings that round-trip; bfloat16 values are exact float32 values
+        source = value.astype(np.float32) if self.dtype.kind != "f" else value
+        return np.vectorize(lambda x: np.format_float_scientific(x, unique=True), otypes=[str])(
+            source
+        )
+
     def to_output(self, value: Array) -> np.ndarray:
         return np.asarray(value, dtype=self.dtype)
+
+    def all_finite(self, value: Array) -> bool:
+        return bool(np.isfinite(value).all())
+
+    def certainly_positive(self, value: Array) -> np.ndarray:
+        return np.asarray(value) > 0
 
     def matmul(self, a: Array, b: Array) -> Array:
         return np.matmul(a, b)
@@ -34,21 +76,45 @@ class NativeFloatBackend(Backend):
     def exp(self, a: Array) -> Array:
         return np.exp(a)
 
+    def log(self, a: Array) -> Array:
+        return np.log(a)
+
     def sqrt(self, a: Array) -> Array:
         return np.sqrt(a)
 
     def relu_(self, a: Array) -> Array:
         return np.maximum(a, 0, out=a)
 
-    def amax(self, a: Array, axis: int) -> Array:
-        return np.max(a, axis=axis, keepdims=True)
-
     def sum(self, a: Array, axis: int) -> Array:
         return np.sum(a, axis=axis, keepdims=True)
 
     def softmax_(self, scores: Array) -> Array:
-        """Row softmax (the base formula) with exp evaluated in place."""
+        """Row softmax (the base formula, shift by the row maximum) with exp in place."""
         scores -= np.max(scores, axis=-1, keepdims=True)
         np.exp(scores, out=scores)
-        scores /= np.sum(scores, axis=-1, keepdims=True)
+        scores /= self.sum(scores, -1)
         return scores
+
+
+class MixedPrecisionBackend(NativeFloatBackend):
+    """float16 or bfloat16 storage and elementwise results; float32 products and sums."""
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        product = np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32))
+        return product.astype(self.dtype)
+
+    def sum(self, a: Array, axis: int) -> Array:
+        return np.sum(np.asarray(a, np.float32), axis=axis, keepdims=True).astype(self.dtype)
+
+    def moments(self, a: Array) -> tuple[Array, Array]:
+        wide = np.asarray(a, np.float32)
+        mean = np.mean(wide, axis=-1, keepdims=True)
+        centred = wide - mean
+        variance = np.mean(centred * centred, axis=-1, keepdims=True)
+        return mean.astype(self.dtype), variance.astype(self.dtype)
+
+
+def _ml_finfo(dtype: np.dtype):
+    import ml_dtypes
+
+    return ml_dtypes.finfo(dtype)

@@ -1,0 +1,19 @@
+"""What a result records about where it came from: package versions."""
+
+from __future__ import annotations
+
+import platform
+from importlib.metadata import PackageNotFoundError, version
+
+PACKAGES = ("tide-suite", "numpy", "scipy", "mpmath", "python-flint", "ml_dtypes")
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the packages that determine the numbers."""
+    found = {"python": platform.python_version()}
+    for package in PACKAGES:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
