@@ -9,6 +9,7 @@ from properties.claim_check import FAILS, HOLDS
 from properties.paper_substeps import check_six_substeps
 from solvers import InvalidInputError, LayerWeights, backend
 from solvers.schemes import paper_six_substeps
+from tests.precisions import ALL_PRECISIONS
 
 
 @pytest.mark.parametrize("d", [8, 32, 64])
@@ -37,3 +38,13 @@ def test_six_substeps_need_a_square_feed_forward(rng):
     bk = backend("float64")
     with pytest.raises(InvalidInputError, match="needs a square FFN"):
         paper_six_substeps(bk, rng.standard_normal((3, 8)), layer.on(bk))
+
+
+@pytest.mark.parametrize("precision", ALL_PRECISIONS, ids=repr)
+@pytest.mark.parametrize("affine", [False, True])
+def test_six_substeps_hold_in_every_number_system(precision, affine):
+    rng = np.random.default_rng(6)
+    layer = LayerWeights.random(16, 4, 16, rng, affine=affine)
+    check = check_six_substeps(layer, rng.standard_normal((7, 16)), precision)
+    assert check.verdict == HOLDS, check
+    assert check.tolerance == 64 * precision.unit_roundoff

@@ -11,6 +11,7 @@ from hypothesis.extra.numpy import arrays
 from properties.claim_check import FAILS, HOLDS
 from properties.projection_theorem import check_layer_norm_idempotence, check_projection_theorem
 from solvers.operators import layer_norm
+from tests.precisions import ALL_PRECISIONS
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 
@@ -85,3 +86,18 @@ def test_per_feature_affine_layer_norm_is_not_idempotent(rng):
     check = check_layer_norm_idempotence(v, gain, bias, 0.0)
     assert check.verdict == FAILS and check.defect > 1e-2
     assert check_layer_norm_idempotence(v, 1.3, -0.2, 0.0).verdict == HOLDS
+
+
+@pytest.mark.parametrize("precision", ALL_PRECISIONS, ids=repr)
+@pytest.mark.parametrize(("sigma1", "sigma2"), [(0.0, 1.0), (-0.7, 3.0)])
+def test_theorem_3_1_holds_in_every_number_system(precision, sigma1, sigma2):
+    rng = np.random.default_rng(21)
+    v = 0.5 + 2.0 * rng.standard_normal((2, 5, 12))
+    checks = check_projection_theorem(v, sigma1, sigma2, rng, samples=4, precision=precision)
+    for check in checks:
+        assert check.verdict == HOLDS, check
+    # the tolerance follows the precision: 8 (2 + kappa + log2 d) u
+    assert (
+        checks[0].tolerance
+        < 100 * precision.unit_roundoff * checks[0].configuration["conditioning"]
+    )

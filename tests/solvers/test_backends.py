@@ -1,0 +1,195 @@
+"""The number systems: registry, rounding model, cross-backend agreement, arb enclosures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flint
+import ml_dtypes
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solvers import (
+    InvalidInputError,
+    LayerWeights,
+    PiecewiseControls,
+    Problem,
+    backend,
+    solve,
+)
+from solvers.errors import NumericalBreakdownError
+from tests.precisions import ALL_PRECISIONS
+
+
+def _stack(seed: int, layers: int = 6, d: int = 16, heads: int = 4, d_ff: int = 32, **kw):
+    rng = np.random.default_rng(seed)
+    weights = [LayerWeights.random(d, heads, d_ff, rng, **kw) for _ in range(layers)]
+    return PiecewiseControls(weights), rng.standard_normal((16, d))
+
+
+@pytest.mark.parametrize(
+    ("name", "digits", "message"),
+    [
+        ("float8", None, "unknown backend 'float8'; allowed: 'float16', 'bfloat16'"),
+        ("mpmath", None, "backend 'mpmath' needs digits (a whole number 5..10000)"),
+        ("arb", 4, "digits must lie in 5..10000, got 4"),
+        ("arb", 10001, "digits must lie in 5..10000, got 10001"),
+        ("mpmath", 30.5, "digits must be a whole number 5..10000, got 30.5"),
+        ("float16", 10, "backend 'float16' has a fixed precision; digits must be None, got 10"),
+    ],
+)
+def test_registry_rejects(name, digits, message):
+    with pytest.raises(InvalidInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        backend(name, digits)
+
+
+def test_backends_are_cached_and_solve_takes_a_name_or_an_object():
+    assert backend("mpmath", 30) is backend("mpmath", 30)
+    controls, u0 = _stack(0, layers=2)
+    problem = Problem(u0, controls, 2)
+    by_name = solve(problem, backend="float32")
+    by_object = solve(problem, backend=backend("float32"))
+    assert by_name.dtype == np.float32 and np.array_equal(by_name, by_object)
+
+
+@pytest.mark.parametrize(
+    ("precision", "dtype"),
+    [("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16), ("longdouble", np.longdouble)],
+)
+def test_solve_returns_the_format(precision, dtype):
+    controls, u0 = _stack(1, layers=2)
+    assert solve(Problem(u0, controls, 2), backend=precision).dtype == dtype
+
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+def test_low_precision_products_accumulate_in_float32_and_round_once(precision, rng):
+    bk = backend(precision)
+    a = bk.asarray(rng.standard_normal((7, 300)))
+    b = bk.asarray(rng.standard_normal((300, 5)))
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32).astype(bk.dtype)
+    got = bk.matmul(a, b)
+    assert got.dtype == bk.dtype
+    # float32 accumulation of 300 products differs from the exact sum by < 300 * 2^-24
+    # relatively, far below half an ulp of the format except at rare ties
+    assert np.mean(got == expected) > 0.97
+    summed = bk.sum(a, -1)
+    exact = a.astype(np.float64).sum(-1, keepdims=True).astype(np.float32).astype(bk.dtype)
+    assert np.mean(summed == exact) > 0.97
+
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+def test_low_precision_elementwise_results_are_rounded_to_the_format(precision, rng):
+    bk = backend(precision)
+    x, y = bk.asarray(rng.standard_normal(1000)), bk.asarray(rng.standard_normal(1000) + 3)
+    wide = x.astype(np.float64), y.astype(np.float64)
+    for got, exact in (
+        (x + y, wide[0] + wide[1]),
+        (x * y, wide[0] * wide[1]),
+        (x / y, wide[0] / wide[1]),
+        (bk.exp(x), np.exp(wide[0])),
+        (bk.sqrt(y), np.sqrt(wide[1])),
+    ):
+        assert got.dtype == bk.dtype
+        assert np.array_equal(got, exact.astype(np.float32).astype(bk.dtype))
+
+
+def test_low_precision_layer_norm_statistics_do_not_overflow():
+    bk = backend("float16")
+    row = bk.asarray(np.linspace(-400.0, 400.0, 16)[None])  # squares up to 1.6e5 > 65504
+    _, variance = bk.moments(row)
+    assert np.isfinite(variance).all()
+    assert float(variance[0, 0]) == pytest.approx(np.var(np.linspace(-400, 400, 16)), rel=1e-3)
+
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16", "float32"])
+def test_values_that_overflow_the_format_are_rejected_by_name(precision):
+    controls, u0 = _stack(2, layers=1)
+    u0[3, 5] = 7e38
+    largest = {"float16": "65504", "bfloat16": "3.38953e+38", "float32": "3.40282e+38"}
+    with pytest.raises(InvalidInputError) as caught:
+        solve(Problem(u0, controls, 1), backend=precision)
+    message = str(caught.value)
+    assert "u0 7e+38 at index (3, 5) overflows " + precision in message
+    assert largest[precision] in message
+
+
+def test_weights_that_overflow_float16_name_the_field():
+    layer = LayerWeights.random(8, 2, 16, rng=3)
+    w1 = layer.w1.copy()
+    w1[1, 2] = 1e5
+    big = dataclasses.replace(layer, w1=w1)
+    with pytest.raises(InvalidInputError, match=r"w1 100000 at index \(1, 2\) overflows float16"):
+        solve(
+            Problem(np.random.default_rng(0).standard_normal((3, 8)), PiecewiseControls([big]), 1),
+            backend="float16",
+        )
+
+
+def test_overflow_inside_a_low_precision_run_is_reported_not_returned():
+    # weights large enough that the FFN of layer 0 exceeds float16's range
+    controls, u0 = _stack(4, layers=2, d=16, weight_scale=60.0)
+    problem = Problem(u0, controls, 2, norm="none")
+    with pytest.raises(
+        NumericalBreakdownError, match=r"backend\('float16'\) produced inf or NaN in layer 0"
+    ):
+        solve(problem, backend="float16")
+    assert np.isfinite(solve(problem, backend="float64")).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_float64_agrees_with_mpmath_at_50_digits(seed, norm):
+    controls, u0 = _stack(seed)
+    problem = Problem(u0, controls, 6, norm=norm)
+    reference = backend("mpmath", 50).to_float64(solve(problem, backend=backend("mpmath", 50)))
+    got = solve(problem)
+    assert np.abs(got - reference).max() <= 1e-13 * np.abs(reference).max()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_arb_balls_contain_the_60_digit_mpmath_result_and_are_narrow(seed):
+    controls, u0 = _stack(seed)
+    problem = Problem(u0, controls, 6)
+    arb50 = backend("arb", 50)
+    balls = solve(problem, backend=arb50)
+    assert arb50.max_radius(balls) < 1e-45
+    strings = backend("mpmath", 60).to_strings(solve(problem, backend=backend("mpmath", 60)))
+    with backend("arb", 80).active():  # read the 60-digit numbers without rounding them
+        assert all(
+            ball.contains(flint.arb(str(s)))
+            for s, ball in zip(strings.flat, balls.flat, strict=True)
+        )
+
+
+def test_arb_relu_of_a_straddling_ball_is_its_non_negative_part():
+    bk = backend("arb", 20)
+    with bk.active():
+        balls = np.array([flint.arb(-1, 2), flint.arb(2, 1), flint.arb(-3, 1)], dtype=object)
+        out = bk.relu_(balls.copy())
+        assert out[0].contains(0) and out[0].contains(1) and not out[0].contains(-0.001)
+        assert out[1].contains(1) and out[1].contains(3)
+        assert out[2].is_zero()
+
+
+@pytest.mark.parametrize("precision", ALL_PRECISIONS, ids=repr)
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.floats(-1e4, 1e4, allow_nan=False), min_size=1, max_size=12))
+def test_decimal_strings_read_back_to_the_same_numbers(precision, values):
+    with precision.active():
+        x = precision.asarray(np.asarray(values) / 3)  # not representable: exercises rounding
+        back = precision.asarray(precision.to_strings(x))
+        if precision.name == "arb":
+            assert all(b.contains(a) for a, b in zip(x.flat, back.flat, strict=True))
+        else:
+            assert all(a == b for a, b in zip(x.flat, back.flat, strict=True))
+
+
+def test_backends_leave_global_precision_alone():
+    mp_before, flint_before = mpmath.mp.prec, flint.ctx.prec
+    controls, u0 = _stack(5, layers=1)
+    for precision in (backend("mpmath", 40), backend("arb", 40)):
+        solve(Problem(u0, controls, 1), backend=precision)
+    assert (mpmath.mp.prec, flint.ctx.prec) == (mp_before, flint_before)
