@@ -19,11 +19,11 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-import numpy as np
-
 from reports.exactness import exactness_cases, run_exactness_study
 from reports.markdown import render_report
+from reports.precision_study import run_precision_study
 from solvers.errors import TideError
+from solvers.provenance import versions
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -42,18 +42,17 @@ def _report(args: argparse.Namespace) -> int:
         rows += [(check, case.expectation) for check in checks]
         verdicts = ", ".join(sorted({c.verdict for c in checks}))
         print(f"[{done}/{len(cases)}] {case.label}: {verdicts}", file=sys.stderr, flush=True)
+    rounding = []
+    for norm in ("post", "pre"):
+        rounding.append(run_precision_study(norm))
+        print(f"rounding against depth, norm={norm}: done", file=sys.stderr, flush=True)
     wall = time.perf_counter() - started
-    header = {
-        "tide-suite": version("tide-suite"),
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "wall time": f"{wall:.2f} s",
-    }
-    _write_atomically(out / "report.md", render_report(rows, header))
+    header = {**versions(), "machine": platform.machine(), "wall time": f"{wall:.2f} s"}
+    _write_atomically(out / "report.md", render_report(rows, rounding, header))
     results = {
         "provenance": header,
         "checks": [dict(check.to_json(), predicted=predicted) for check, predicted in rows],
+        "rounding_by_depth": [study.to_json() for study in rounding],
     }
     _write_atomically(out / "results.json", json.dumps(results, indent=2) + "\n")
     unexpected = sum(check.verdict != predicted for check, predicted in rows)

@@ -15,7 +15,7 @@ def test_report_writes_markdown_and_lossless_json(tmp_path, capsys):
     markdown = (out / "report.md").read_text()
     results = json.loads((out / "results.json").read_text())
     checks = results["checks"]
-    assert len(checks) >= 30
+    assert len(checks) >= 100
     assert "| claim | configuration | verdict |" in markdown
     assert "NOT AS PREDICTED" not in markdown
     for check in checks:
@@ -25,6 +25,10 @@ def test_report_writes_markdown_and_lossless_json(tmp_path, capsys):
     claims = {check["claim"] for check in checks}
     assert "P(V) is the nearest point of S1" in claims
     assert any("torch" in check["configuration"].get("reference", "") for check in checks)
+    rounding = results["rounding_by_depth"]
+    assert [study["configuration"]["norm"] for study in rounding] == ["post", "pre"]
+    assert all(all(study["within_bound"].values()) for study in rounding)
+    assert "## Rounding error against depth" in markdown
     progress = capsys.readouterr().err
     assert progress.startswith("[1/") and "0 not as predicted" in progress
 
