@@ -54,6 +54,13 @@ class BackendLayer:
     scale: Array
 
 
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """A read-only copy: the weights cannot change under the per-backend cache."""
+    array = np.array(array, dtype=np.float64)
+    array.flags.writeable = False
+    return array
+
+
 def _norm_pair(name: str, value: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
     try:
         gain, bias = value
@@ -117,9 +124,10 @@ class LayerWeights:
             "b2": (d,),
         }
         for name, shape in shapes.items():
-            object.__setattr__(self, name, finite_array(name, getattr(self, name), shape))
-        object.__setattr__(self, "norm1", _norm_pair("norm1", self.norm1, d))
-        object.__setattr__(self, "norm2", _norm_pair("norm2", self.norm2, d))
+            object.__setattr__(self, name, _frozen(finite_array(name, getattr(self, name), shape)))
+        for name in ("norm1", "norm2"):
+            pair = _norm_pair(name, getattr(self, name), d)
+            object.__setattr__(self, name, (_frozen(pair[0]), _frozen(pair[1])))
         eps = float(finite_array("eps", self.eps, ()))
         if eps < 0:
             raise InvalidInputError(f"eps must be >= 0, got {eps!r}")
@@ -171,7 +179,7 @@ class LayerWeights:
             return np.concatenate(list(w), axis=-1)
 
         def rounded(name: str, value: object) -> Array:
-            return bk.asarray(value, name=name)
+            return bk.constant(value, name=name)
 
         heads = self.heads
         return BackendLayer(

@@ -113,6 +113,15 @@ class ArbBackend(Backend):
         with self.active():
             return np.asarray(self._convert(source.astype(object)), dtype=object)
 
+    def constant(self, value: object, name: str = "value") -> Array:
+        """Read-only balls; a matrix also keeps its arb_mat for the many products to come."""
+        balls = self.asarray(value, name)
+        if balls.ndim == 2:
+            balls = balls.view(MatrixOperand)
+            balls.flint_matrix = flint.arb_mat(np.asarray(balls).tolist())
+        balls.flags.writeable = False
+        return balls
+
     def to_float64(self, value: Array) -> np.ndarray:
         return np.asarray(self._float(np.asarray(value, dtype=object)), dtype=np.float64)
 
@@ -135,7 +144,7 @@ class ArbBackend(Backend):
 
     def matmul(self, a: Array, b: Array) -> Array:
         def product(x: Array, y: Array) -> list:
-            return (flint.arb_mat(x.tolist()) * flint.arb_mat(y.tolist())).entries()
+            return (_flint_matrix(x) * _flint_matrix(y)).entries()
 
         with self.active():
             return matmul_by_matrix(a, b, product)
@@ -161,6 +170,21 @@ class ArbBackend(Backend):
         scores[...] = self.exp(scores)
         scores /= self.sum(scores, -1)
         return scores
+
+
+class MatrixOperand(np.ndarray):
+    """A read-only 2-D object array of balls that also holds the same matrix as an arb_mat.
+
+    Only the array `constant` made carries `flint_matrix` (arrays derived from it do
+    not), and it cannot be written to, so the cached matrix never goes stale.
+    """
+
+    flint_matrix: flint.arb_mat | None = None
+
+
+def _flint_matrix(x: Array) -> flint.arb_mat:
+    cached = x.__dict__.get("flint_matrix") if isinstance(x, MatrixOperand) else None
+    return cached if cached is not None else flint.arb_mat(np.asarray(x).tolist())
 
 
 def _ball_string(x: flint.arb, digits: int) -> str:

@@ -62,6 +62,16 @@ class Backend(ABC):
         `name` is what an error message calls the value (e.g. when it overflows the format).
         """
 
+    def constant(self, value: object, name: str = "value") -> Array:
+        """`asarray` for values that will never be modified (weights), made read-only.
+
+        A backend may keep a faster form of such an array alongside it.
+        """
+        array = self.asarray(value, name)
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False
+        return array
+
     @abstractmethod
     def to_float64(self, value: Array) -> np.ndarray:
         """Nearest float64 array (midpoints for balls), for plotting and comparison."""
@@ -139,6 +149,8 @@ def matmul_by_matrix(a: Array, b: Array, product: Callable[[Array, Array], Any])
     `product(x, y)` takes two 2-D object arrays and returns their product as nested lists
     or an array of shape (x.shape[0], y.shape[1]).
     """
+    if np.ndim(a) == 2 and np.ndim(b) == 2:  # keep array subclasses that carry a matrix form
+        return np.asarray(product(a, b), dtype=object).reshape(a.shape[0], b.shape[1])
     a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = np.broadcast_to(a, (*batch, *a.shape[-2:]))
