@@ -68,4 +68,16 @@ def backend(name: str | Backend, digits: int | None = None) -> Backend:
     return _cache[key]
 
 
-__all__ = ["BACKEND_NAMES", "Array", "Backend", "backend"]
+def convert(value: Array, source: str | Backend, target: str | Backend) -> Array:
+    """An array of `source` numbers as `target` numbers, through decimal strings.
+
+    Lossless when `target` is at least as precise as `source` (float formats round once);
+    a ball becomes its midpoint unless `target` is arb, which reads the whole ball.
+    """
+    source, target = backend(source), backend(target)
+    strings = source.to_strings(value)
+    with target.active():
+        return target.asarray(strings)
+
+
+__all__ = ["BACKEND_NAMES", "Array", "Backend", "backend", "convert"]

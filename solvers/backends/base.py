@@ -159,3 +159,13 @@ def matmul_by_matrix(a: Array, b: Array, product: Callable[[Array, Array], Any])
     for index in np.ndindex(batch):
         out[index] = np.asarray(product(a[index], b[index]), dtype=object).reshape(out.shape[-2:])
     return out
+
+
+def ball_midpoints(strings: np.ndarray) -> np.ndarray:
+    """Decimal strings with arb's "[m +/- r]" balls replaced by their midpoints m."""
+    strings = np.asarray(strings, dtype=str)
+    is_ball = np.char.startswith(strings, "[")
+    if not is_ball.any():
+        return strings
+    middles = np.char.strip(np.char.partition(strings, "+/-")[..., 0], "[ ")
+    return np.where(is_ball, middles, strings)

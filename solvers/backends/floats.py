@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solvers.backends.base import Array, Backend
+from solvers.backends.base import Array, Backend, ball_midpoints
 from solvers.errors import InvalidInputError
 
 
@@ -33,10 +33,13 @@ class NativeFloatBackend(Backend):
     def asarray(self, value: object, name: str = "value") -> Array:
         """Round numbers, float arrays or decimal strings to the format.
 
-        Strings are parsed in long double and rounded once; other objects (Fractions, mpf,
-        arb) go through float(). A finite value that overflows the format is an error.
+        Strings are parsed in long double and rounded once (a ball "[m +/- r]" gives its
+        midpoint m); other objects (Fractions, mpf, arb) go through float(). A finite value
+        that overflows the format is an error.
         """
         source = np.asarray(value)
+        if source.dtype.kind in "US":
+            source = ball_midpoints(source)
         if source.dtype.kind in "USO":
             source = source.astype(np.longdouble)
         with np.errstate(over="ignore", invalid="ignore"):

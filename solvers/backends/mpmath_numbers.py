@@ -14,7 +14,7 @@ import mpmath
 import numpy as np
 from mpmath.libmp import dps_to_prec, repr_dps, to_str
 
-from solvers.backends.base import Array, Backend, matmul_by_matrix
+from solvers.backends.base import Array, Backend, ball_midpoints, matmul_by_matrix
 from solvers.errors import InvalidInputError
 
 
@@ -52,6 +52,10 @@ class MpmathBackend(Backend):
         return np.asarray(result, dtype=object)
 
     def asarray(self, value: object, name: str = "value") -> Array:
+        """mpf numbers of this context from numbers, float arrays, mpf or decimal strings.
+
+        Decimal strings are rounded correctly once (a ball "[m +/- r]" gives its midpoint).
+        """
         source = np.asarray(value)
         if (
             source.dtype.kind == "O"
@@ -59,6 +63,8 @@ class MpmathBackend(Backend):
             and all(isinstance(x, self.context.mpf) for x in source.flat)
         ):
             return source
+        if source.dtype.kind in "US":
+            source = ball_midpoints(source)
         if source.dtype.kind == "f" and source.dtype.itemsize > 8:
             source = np.vectorize(lambda x: np.format_float_scientific(x, unique=True))(source)
         return self._objects(self._convert(source.astype(object)))

@@ -20,6 +20,7 @@ from solvers import (
     backend,
     solve,
 )
+from solvers.backends import convert
 from solvers.errors import NumericalBreakdownError
 from tests.precisions import ALL_PRECISIONS
 
@@ -193,3 +194,22 @@ def test_backends_leave_global_precision_alone():
     for precision in (backend("mpmath", 40), backend("arb", 40)):
         solve(Problem(u0, controls, 1), backend=precision)
     assert (mpmath.mp.prec, flint.ctx.prec) == (mp_before, flint_before)
+
+
+def test_convert_between_number_systems():
+    values = np.array([1 / 3, -2.5e-7, 12345.678])
+    mp = backend("mpmath", 40)
+    with mp.active():
+        thirds = mp.asarray(values) / 7
+    as_arb = convert(thirds, mp, backend("arb", 40))
+    with backend("arb", 80).active():
+        assert all(
+            ball.contains(flint.arb(str(s)))
+            for s, ball in zip(mp.to_strings(thirds).flat, as_arb.flat, strict=True)
+        )
+    back = convert(as_arb, backend("arb", 40), mp)  # a ball becomes its midpoint
+    assert max(abs(a - b) for a, b in zip(back.flat, thirds.flat, strict=True)) < 1e-38
+    as_float = convert(as_arb, backend("arb", 40), "float64")
+    assert np.array_equal(as_float, (values / 7))
+    half = convert(thirds, mp, "float16")
+    assert half.dtype == np.float16 and np.array_equal(half, (values / 7).astype(np.float16))
