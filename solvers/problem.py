@@ -119,6 +119,11 @@ def solve_layers(
 
 def _integrate(problem: Problem, steps_per_unit: int, bk: Backend) -> Array:
     """The Lie steps of `solve_layers` in the backend bk (already active)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
+        return _lie_layers(problem, steps_per_unit, bk)
+
+
+def _lie_layers(problem: Problem, steps_per_unit: int, bk: Backend) -> Array:
     t_final = Fraction(problem.t_final)
     u = bk.asarray(problem.u0, name="u0")
     states = [u]
