@@ -44,11 +44,17 @@ def attention(bk: Backend, u: Array, layer: BackendLayer, score_bias: Array | No
     return output
 
 
-def feed_forward(bk: Backend, u: Array, layer: BackendLayer) -> Array:
-    """F(U) = relu(U W1 + b1) W2 + b2, relu the projection onto {z >= 0}. Defined for all U."""
+def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | None = None) -> Array:
+    """F(U) = relu(U W1 + b1) W2 + b2, relu the projection onto {z >= 0}. Defined for all U.
+
+    With `pattern` (0/1 entries of the shape of U W1 + b1) relu is replaced by the product
+    with that fixed activation pattern: the analytic continuation of F from the region where
+    exactly those pre-activations are positive, which event location integrates.
+    """
     hidden = bk.matmul(u, layer.w1)
     hidden += layer.b1
-    output = bk.matmul(bk.relu_(hidden), layer.w2)
+    hidden = bk.relu_(hidden) if pattern is None else hidden * pattern
+    output = bk.matmul(hidden, layer.w2)
     output += layer.b2
     return output
 
@@ -84,6 +90,30 @@ def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Arra
     if not sigma2_array > 0:
         raise InvalidInputError(f"sigma2 must be > 0 for a projection onto S1, got {sigma2!r}")
     return layer_norm(bk, u, bk.asarray(sigma2), bk.asarray(sigma1), bk.asarray(0.0))
+
+
+def hidden_preactivations(bk: Backend, u: Array, layer: BackendLayer) -> Array:
+    """Z = U W1 + b1, whose signs are the FFN's activation pattern."""
+    hidden = bk.matmul(u, layer.w1)
+    hidden += layer.b1
+    return hidden
+
+
+def tangent_projection(bk: Backend, u: Array, g: Array) -> Array:
+    """Pi_T(u) g: per row, remove the mean of g, then its component along u - mean(u).
+
+    At a point u of S1 (mean sigma1, variance sigma2^2) this is the orthogonal projection
+    onto the tangent space {t : mean t = 0, <t, u - sigma1> = 0}; elsewhere it projects
+    onto the tangent space of the level set of (mean, variance) through u, so it needs
+    var(u_i) > 0 but no sigma.
+    """
+    d = u.shape[-1]
+    centred_u = u - bk.sum(u, -1) / d
+    squares = bk.sum(centred_u * centred_u, -1)
+    _require_positive_variance(bk, squares)
+    centred_g = g - bk.sum(g, -1) / d
+    centred_g -= bk.sum(centred_g * centred_u, -1) / squares * centred_u
+    return centred_g
 
 
 def _require_positive_variance(bk: Backend, variance: Array) -> None:

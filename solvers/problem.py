@@ -12,10 +12,21 @@ from solvers.backends import Array, Backend
 from solvers.backends import backend as resolve_backend
 from solvers.controls import PiecewiseControls
 from solvers.errors import InvalidInputError, NumericalBreakdownError
-from solvers.schemes import LAYER_NORMS, lie_step
+from solvers.exact import ManufacturedSolution
+from solvers.flow import LayerFlow
+from solvers.reference import Reference
+from solvers.schemes import LAYER_NORMS, SPLITTINGS, UNSPLIT, Splitting, SteppingMethod
 from solvers.validation import choice, finite_array, positive_int
 
-METHODS = ("lie",)
+METHODS: dict[str, SteppingMethod] = {
+    method.name: method
+    for method in (
+        *SPLITTINGS,
+        *UNSPLIT,
+        Reference(),
+        Reference(name="reference-no-events", events=False),
+    )
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,6 +37,8 @@ class Problem:
     "none"; MODEL.md section 2). `causal` masks every token's attention to the tokens
     before it. `token_weights` (N positive numbers, the token quadrature weights w^x)
     add log w^x to the attention scores; None means the uniform grid (no bias).
+    `manufactured` (a ManufacturedSolution of shape (N, d)) adds the forcing that makes it
+    the exact solution; the solvers then start from it at working precision.
     """
 
     u0: np.ndarray
@@ -34,6 +47,7 @@ class Problem:
     norm: str = "post"
     causal: bool = False
     token_weights: np.ndarray | None = None
+    manufactured: ManufacturedSolution | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.controls, PiecewiseControls):
@@ -65,6 +79,26 @@ class Problem:
                     f"{int(np.argmax(weights <= 0))}"
                 )
             object.__setattr__(self, "token_weights", weights)
+        if self.manufactured is not None:
+            self._check_manufactured(self.manufactured)
+
+    def _check_manufactured(self, star: ManufacturedSolution) -> None:
+        if not isinstance(star, ManufacturedSolution):
+            raise InvalidInputError(
+                f"manufactured must be a ManufacturedSolution, got {type(star).__name__}"
+            )
+        if self.u0.shape != (star.tokens, star.d):
+            raise InvalidInputError(
+                f"the manufactured solution has shape {(star.tokens, star.d)}, u0 {self.u0.shape}"
+            )
+        if self.norm == "post":
+            for n, layer in enumerate(self.controls.layers):
+                for name, (gain, bias) in (("norm1", layer.norm1), ("norm2", layer.norm2)):
+                    if layer.eps != 0 or gain.ndim or gain != star.sigma2 or bias != star.sigma1:
+                        raise InvalidInputError(
+                            f"layer {n} {name} must be the projection onto the manufactured "
+                            f"solution's S1 (gain {star.sigma2}, bias {star.sigma1}, eps 0)"
+                        )
 
     @property
     def tokens(self) -> int:
@@ -84,7 +118,7 @@ class Problem:
 
 def solve(
     problem: Problem,
-    method: str = "lie",
+    method: str | SteppingMethod = "lie",
     steps_per_unit: int = 1,
     backend: str | Backend = "float64",
 ) -> np.ndarray:
@@ -92,16 +126,19 @@ def solve(
 
     The steps land exactly on every layer boundary n (a final partial layer of length
     l < 1 gets ceil(l * steps_per_unit) equal steps). method "lie" with steps_per_unit=1
-    is the standard Transformer. Returns a float array of the backend's precision (or an
-    object array for the arbitrary-precision backends). Raises NumericalBreakdownError
-    when the computation overflows or produces NaN in its number format.
+    is the standard Transformer; `METHODS` lists the others (Strang splittings with
+    Euler, RK2, RK4 or exact sub-flows on tangent or ambient sub-fields, projected and
+    ambient RK4, the extrapolation reference with and without ReLU event location).
+    Returns a float array of the backend's precision (or an object array for the
+    arbitrary-precision backends). Raises NumericalBreakdownError when the computation
+    overflows or produces NaN in its number format.
     """
     return solve_layers(problem, method, steps_per_unit, backend)[-1]
 
 
 def solve_layers(
     problem: Problem,
-    method: str = "lie",
+    method: str | SteppingMethod = "lie",
     steps_per_unit: int = 1,
     backend: str | Backend = "float64",
 ) -> np.ndarray:
@@ -111,30 +148,41 @@ def solve_layers(
     """
     if not isinstance(problem, Problem):
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
-    choice("method", method, METHODS)
+    if not isinstance(method, SteppingMethod):
+        method = METHODS[choice("method", method, tuple(METHODS))]
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
+    if problem.norm == "post" and not isinstance(method, Splitting):
+        for n, layer in enumerate(problem.controls.layers):
+            same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
+            if not same:
+                raise InvalidInputError(
+                    f"layer {n}: the post-LN flow of method {method.name!r} lives on one "
+                    "constraint set per layer, so norm1 and norm2 must be equal"
+                )
     bk = resolve_backend(backend)
-    return bk.to_output(bk.certify(lambda working: _integrate(problem, steps_per_unit, working)))
+
+    def integrate(working: Backend) -> Array:
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
+            return _integrate(problem, method, steps_per_unit, working)
+
+    return bk.to_output(bk.certify(integrate))
 
 
-def _integrate(problem: Problem, steps_per_unit: int, bk: Backend) -> Array:
-    """The Lie steps of `solve_layers` in the backend bk (already active)."""
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
-        return _lie_layers(problem, steps_per_unit, bk)
-
-
-def _lie_layers(problem: Problem, steps_per_unit: int, bk: Backend) -> Array:
-    t_final = Fraction(problem.t_final)
-    u = bk.asarray(problem.u0, name="u0")
+def _integrate(problem: Problem, method: SteppingMethod, steps_per_unit: int, bk: Backend) -> Array:
+    """The states at the layer boundaries, in the backend bk (already active)."""
+    flow = LayerFlow(problem, bk)
+    if problem.manufactured is not None:
+        u = problem.manufactured.state(bk, bk.asarray(0))
+    else:
+        u = bk.asarray(problem.u0, name="u0")
     states = [u]
-    score_bias = problem.score_bias(bk)
+    t_final = Fraction(problem.t_final)
     for n in range(math.ceil(t_final)):
         length = min(t_final, n + 1) - n
         steps = math.ceil(length * steps_per_unit)
-        dt = bk.asarray(Fraction(length.numerator, length.denominator * steps))
-        layer = problem.controls.layers[n].on(bk)
-        for _ in range(steps):
-            u = lie_step(bk, u, layer, dt, problem.norm, score_bias)
+        if method.enters_constraint_set:
+            u = flow.project(n, u)
+        u = method.advance(flow, n, bk.asarray(n), bk.asarray(length), steps, u)
         if not bk.all_finite(u):
             raise NumericalBreakdownError(
                 f"{bk!r} produced inf or NaN in layer {n} (t in [{n}, {n + length}]): "

@@ -1,26 +1,144 @@
-"""Layer schemes of MODEL.md section 2: one Lie splitting step of size dt per call.
+"""Time-stepping schemes as data: splittings, unsplit Runge-Kutta, and the paper's layer.
 
-A layer is two sub-steps, attention then feed-forward, each an explicit Euler step of its
-operator with the layer norm placed according to `norm`:
+A layer is two sub-steps, attention then feed-forward. The Lie scheme takes each as an
+explicit Euler step of its term with the layer norm placed according to `norm`:
 
     post (PyTorch norm_first=False, the paper's scheme):  U <- P_k(U + dt G(U))
     pre  (PyTorch norm_first=True, ViT):                  U <- U + dt G(P_k(U))
     none:                                                 U <- U + dt G(U)
 
-with (G, P_k) = (A, norm1) and then (F, norm2). At dt = 1 each is one standard encoder
-layer. `paper_six_substeps` is the paper's own writing of the post-LN layer.
+with (G, P_k) = (A, norm1) and then (F, norm2); at dt = 1 it is one standard encoder
+layer. Strang takes half an attention step, a full FFN step and half an attention step.
+Each sub-step is a sub-solver (a Runge-Kutta tableau, or an accurate extrapolated
+sub-flow) applied to the ambient term G or to its tangent form Pi_T(u) G, followed by
+the projection (post-LN). Time-dependent terms split with the clock in the attention
+part: its sub-steps advance the time, the FFN sub-step holds it (order 2 for Strang).
+
+An unsplit method applies a tableau to the whole field, tangent Pi_T(u)[A + F] or
+ambient A + F, then projects. `paper_six_substeps` is the paper's own writing of the
+post-LN layer.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from solvers.backends import Array, Backend
 from solvers.errors import InvalidInputError
-from solvers.operators import attention, feed_forward, layer_norm
+from solvers.flow import LayerFlow
+from solvers.integrators import EULER, RK2, RK4, Tableau, extrapolation_step, rk_step
+from solvers.operators import attention, layer_norm
 from solvers.weights import BackendLayer
 
 LAYER_NORMS = ("post", "pre", "none")
+SUB_FIELDS = ("ambient", "tangent")
+ACCURATE_SUB_FLOW_LEVELS = 6  # one extrapolated step of order 12 per sub-step
+
+
+class SteppingMethod:
+    """A method that advances the flow over [t, t + h] in one step."""
+
+    name: str
+    order: int
+    enters_constraint_set = True
+    """Whether the driver projects onto the layer's constraint set at each layer start
+    (the continuous problem starts from u(0) = P(f)); the Lie scheme does not, so that at
+    dt = 1 it is the Transformer, whose input is not normalised."""
+
+    def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
+        raise NotImplementedError
+
+    def advance(
+        self, flow: LayerFlow, n: int, start: Array, length: Array, steps: int, u: Array
+    ) -> Array:
+        """`steps` equal steps over [start, start + length], all with layer n's controls."""
+        h = length / steps
+        for i in range(steps):
+            u = self.step(flow, n, start + h * i, u, h)
+        return u
+
+
+@dataclass(frozen=True)
+class Splitting(SteppingMethod):
+    """Sub-steps (term, fraction of h, whether its clock advances) in order."""
+
+    name: str
+    order: int
+    sequence: tuple[tuple[str, Fraction, bool], ...]
+    sub_solver: Tableau | None  # None: an accurate sub-flow
+    sub_field: str = "ambient"
+    enters_constraint_set: bool = True
+
+    def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
+        bk = flow.bk
+        clock = t
+        for term, fraction, advances in self.sequence:
+            size = h * bk.asarray(fraction)
+            frozen = clock
+            evaluate = flow.attention_term if term == "attention" else flow.ffn_term
+
+            def field(s: Array, v: Array, evaluate=evaluate, frozen=frozen, advances=advances):
+                g = evaluate(n, s if advances else frozen, v)
+                return flow.tangent(v, g) if self.sub_field == "tangent" else g
+
+            if self.sub_solver is None:
+                u = extrapolation_step(bk, field, clock, u, size, ACCURATE_SUB_FLOW_LEVELS)
+            else:
+                u = rk_step(bk, field, clock, u, size, self.sub_solver)
+            u = flow.project(n, u, 1 if term == "attention" else 2)
+            if advances:
+                clock = clock + size
+        return u
+
+
+@dataclass(frozen=True)
+class Unsplit(SteppingMethod):
+    """A tableau on the whole field (tangent or ambient), then the projection."""
+
+    name: str
+    order: int
+    tableau: Tableau
+    field: str = "tangent"
+
+    def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
+        def field(s: Array, v: Array) -> Array:
+            g = flow.total(n, s, v)
+            return flow.tangent(v, g) if self.field == "tangent" else g
+
+        return flow.project(n, rk_step(flow.bk, field, t, u, h, self.tableau))
+
+
+HALF = Fraction(1, 2)
+LIE_SEQUENCE = (("attention", Fraction(1), True), ("ffn", Fraction(1), False))
+STRANG_SEQUENCE = (
+    ("attention", HALF, True),
+    ("ffn", Fraction(1), False),
+    ("attention", HALF, True),
+)
+
+LIE = Splitting("lie", 1, LIE_SEQUENCE, EULER, "ambient", enters_constraint_set=False)
+
+
+def _strang(sub_solver: Tableau | None, sub_field: str) -> Splitting:
+    solver = "exact" if sub_solver is None else sub_solver.name
+    name = f"strang-{solver}" + ("" if sub_field == "tangent" else "-ambient")
+    # order 2 needs sub-solvers of order >= 2 on the tangent sub-fields (MODEL.md section 4)
+    order = 2 if (sub_solver is None or sub_solver.order >= 2) and sub_field == "tangent" else 1
+    return Splitting(name, order, STRANG_SEQUENCE, sub_solver, sub_field)
+
+
+STRANGS = tuple(
+    _strang(solver, field) for solver in (EULER, RK2, RK4, None) for field in SUB_FIELDS
+)
+SPLITTINGS = (LIE, *STRANGS)
+UNSPLIT = (
+    Unsplit("projected-rk4", 4, RK4, "tangent"),
+    Unsplit("ambient-rk4", 1, RK4, "ambient"),
+    Unsplit("projected-rk2", 2, RK2, "tangent"),
+)
 
 
 def lie_step(
@@ -31,21 +149,23 @@ def lie_step(
     norm: str,
     score_bias: Array | None = None,
 ) -> Array:
-    """One Lie step of size dt of the layer's flow (the formulas in the module docstring)."""
-    sub_steps = (
-        (lambda v: attention(bk, v, layer, score_bias), layer.norm1),
-        (lambda v: feed_forward(bk, v, layer), layer.norm2),
-    )
-    for operator, (gain, bias) in sub_steps:
-        if norm not in LAYER_NORMS:
-            raise InvalidInputError(
-                f"unknown norm {norm!r}; allowed: {', '.join(repr(n) for n in LAYER_NORMS)}"
-            )
-        increment = operator(layer_norm(bk, u, gain, bias, layer.eps) if norm == "pre" else u)
-        increment *= dt
-        increment += u
-        u = layer_norm(bk, increment, gain, bias, layer.eps) if norm == "post" else increment
-    return u
+    """One Lie step of size dt of a single layer's flow: the Transformer layer at dt = 1."""
+    if norm not in LAYER_NORMS:
+        raise InvalidInputError(
+            f"unknown norm {norm!r}; allowed: {', '.join(repr(n) for n in LAYER_NORMS)}"
+        )
+    return LIE.step(_SingleLayerFlow(bk, layer, norm, score_bias), 0, bk.asarray(0), u, dt)
+
+
+class _SingleLayerFlow(LayerFlow):
+    """The flow of one layer with no forcing, for stepping a layer outside a Problem."""
+
+    def __init__(self, bk: Backend, layer: BackendLayer, norm: str, score_bias: Array | None):
+        self.bk, self.norm, self.score_bias, self.manufactured = bk, norm, score_bias, None
+        self._layer = layer
+
+    def layer(self, n: int) -> BackendLayer:
+        return self._layer
 
 
 def paper_six_substeps(

@@ -28,11 +28,11 @@ import numpy as np
 from mpmath.libmp import dps_to_prec, repr_dps
 
 from solvers.backends.base import Array, Backend, matmul_by_matrix
-from solvers.errors import InvalidInputError
+from solvers.errors import InvalidInputError, NumericalBreakdownError, UndefinedOperationError
 
 FIRST_GUARD_BITS = 32
 MARGIN_BITS = 16
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 5
 
 
 class ArbBackend(Backend):
@@ -48,6 +48,8 @@ class ArbBackend(Backend):
         self._exp = np.frompyfunc(lambda x: x.exp(), 1, 1)
         self._log = np.frompyfunc(lambda x: x.log(), 1, 1)
         self._sqrt = np.frompyfunc(lambda x: x.sqrt(), 1, 1)
+        self._cos = np.frompyfunc(lambda x: x.cos(), 1, 1)
+        self._sin = np.frompyfunc(lambda x: x.sin(), 1, 1)
         self._relu = np.frompyfunc(lambda x: x.nonnegative_part(), 1, 1)
         self._float = np.frompyfunc(lambda x: float(x.mid()), 1, 1)
         self._radius = np.frompyfunc(lambda x: float(x.rad()), 1, 1)
@@ -65,13 +67,22 @@ class ArbBackend(Backend):
 
         Tries FIRST_GUARD_BITS guard bits, then adds the bits the attempt lost plus
         MARGIN_BITS, at most MAX_ATTEMPTS times; the last result is returned either way
-        (its radii still bound its error).
+        (its radii still bound its error). An attempt whose balls grew so wide that a
+        division became undefined (a variance ball containing 0) is retried with twice
+        the guard bits; on the last attempt that error is raised.
         """
         guard = FIRST_GUARD_BITS
-        for _ in range(MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             working = ArbBackend(self.digits, guard)
-            with working.active():
-                result = computation(working)
+            try:
+                with working.active():
+                    result = computation(working)
+            except (UndefinedOperationError, NumericalBreakdownError):
+                # a ball grew wide enough to contain 0 where a division needs it not to
+                if attempt == MAX_ATTEMPTS - 1:
+                    raise
+                guard = 2 * guard + MARGIN_BITS
+                continue
             magnitude = float(np.max(np.abs(working.to_float64(result)), initial=0.0))
             radius = working.max_radius(result)
             target = 10.0**-self.digits * magnitude
@@ -157,6 +168,22 @@ class ArbBackend(Backend):
 
     def sqrt(self, a: Array) -> Array:
         return np.asarray(self._sqrt(a), dtype=object)
+
+    def cos(self, a: Array) -> Array:
+        return np.asarray(self._cos(a), dtype=object)
+
+    def sin(self, a: Array) -> Array:
+        return np.asarray(self._sin(a), dtype=object)
+
+    def pi(self) -> Array:
+        with self.active():
+            return np.asarray(flint.arb.pi(), dtype=object)
+
+    def expm(self, a: Array) -> Array:
+        """arb_mat.exp: a ball matrix containing the exact exponential."""
+        with self.active():
+            result = _flint_matrix(np.asarray(a, dtype=object)).exp()
+            return np.array(result.entries(), dtype=object).reshape(np.shape(a))
 
     def relu_(self, a: Array) -> Array:
         a[...] = self._relu(a)

@@ -109,6 +109,22 @@ class Backend(ABC):
         """Elementwise square root of a non-negative array."""
 
     @abstractmethod
+    def cos(self, a: Array) -> Array:
+        """Elementwise cosine."""
+
+    @abstractmethod
+    def sin(self, a: Array) -> Array:
+        """Elementwise sine."""
+
+    @abstractmethod
+    def pi(self) -> Array:
+        """pi in this number system."""
+
+    @abstractmethod
+    def expm(self, a: Array) -> Array:
+        """The matrix exponential of a square 2-D array."""
+
+    @abstractmethod
     def relu_(self, a: Array) -> Array:
         """max(a, 0) elementwise, the projection onto the non-negative orthant, written into a."""
 

@@ -16,6 +16,7 @@ The native floats round every operation to their own format (numpy and BLAS).
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from solvers.backends.base import Array, Backend, ball_midpoints
 from solvers.errors import InvalidInputError
@@ -84,6 +85,20 @@ class NativeFloatBackend(Backend):
 
     def sqrt(self, a: Array) -> Array:
         return np.sqrt(a)
+
+    def cos(self, a: Array) -> Array:
+        return np.cos(a)
+
+    def sin(self, a: Array) -> Array:
+        return np.sin(a)
+
+    def pi(self) -> Array:
+        return self.asarray(np.pi)
+
+    def expm(self, a: Array) -> Array:
+        """scipy's scaling-and-squaring Pade expm in float64 (longdouble: in float64 too),
+        rounded to the format."""
+        return np.asarray(scipy.linalg.expm(np.asarray(a, np.float64))).astype(self.dtype)
 
     def relu_(self, a: Array) -> Array:
         return np.maximum(a, 0, out=a)

@@ -32,6 +32,8 @@ class MpmathBackend(Backend):
         self._exp = np.frompyfunc(ctx.exp, 1, 1)
         self._log = np.frompyfunc(ctx.log, 1, 1)
         self._sqrt = np.frompyfunc(ctx.sqrt, 1, 1)
+        self._cos = np.frompyfunc(ctx.cos, 1, 1)
+        self._sin = np.frompyfunc(ctx.sin, 1, 1)
         self._relu = np.frompyfunc(lambda x: x if x > 0 else ctx.zero, 1, 1)
         self._float = np.frompyfunc(float, 1, 1)
         digits_out = repr_dps(ctx.prec)
@@ -101,6 +103,20 @@ class MpmathBackend(Backend):
 
     def sqrt(self, a: Array) -> Array:
         return self._objects(self._sqrt(a))
+
+    def cos(self, a: Array) -> Array:
+        return self._objects(self._cos(a))
+
+    def sin(self, a: Array) -> Array:
+        return self._objects(self._sin(a))
+
+    def pi(self) -> Array:
+        return self._objects(+self.context.pi)
+
+    def expm(self, a: Array) -> Array:
+        """mpmath's expm (Taylor with scaling and squaring) at this context's precision."""
+        result = self.context.expm(self.context.matrix(np.asarray(a, dtype=object).tolist()))
+        return self._objects(result.tolist())
 
     def relu_(self, a: Array) -> Array:
         a[...] = self._relu(a)

@@ -1,0 +1,89 @@
+"""The right-hand side of MODEL.md section 3 for one problem in one backend.
+
+Two terms, each with the layer norm placed according to the problem's `norm`:
+
+    attention term  A(u)        (post, none)   A(P1(u))  (pre)    [+ forcing g(t)]
+    FFN term        F(u)        (post, none)   F(P2(u))  (pre)
+
+For norm "post" the flow is u_t = Pi_T(u)[A(u) + F(u) + g(t)] on the constraint set of
+the layer's norm, and `project` puts a state onto it; for "pre" and "none" the flow is
+the sum of the terms and `project` and `tangent` are the identity. A manufactured
+solution u* supplies the forcing g(t) = u*_t - Pi_T(u*)[(A + F)(u*)] (MODEL.md section 5;
+for pre and none, without Pi_T), which joins the attention term; with it u* solves the
+flow exactly.
+"""
+
+from __future__ import annotations
+
+from solvers.backends import Array, Backend
+from solvers.operators import (
+    attention,
+    feed_forward,
+    hidden_preactivations,
+    layer_norm,
+    tangent_projection,
+)
+from solvers.weights import BackendLayer
+
+
+class LayerFlow:
+    """Terms, tangent projection and projection of a problem's flow, in backend `bk`."""
+
+    def __init__(self, problem, bk: Backend) -> None:
+        self.problem = problem
+        self.bk = bk
+        self.norm = problem.norm
+        self.score_bias = problem.score_bias(bk)
+        self.manufactured = problem.manufactured
+
+    def layer(self, n: int) -> BackendLayer:
+        """The weights on [n, n + 1)."""
+        return self.problem.controls.layers[n].on(self.bk)
+
+    def _normalised(self, u: Array, layer: BackendLayer, which: int) -> Array:
+        if self.norm != "pre":
+            return u
+        gain, bias = layer.norm1 if which == 1 else layer.norm2
+        return layer_norm(self.bk, u, gain, bias, layer.eps)
+
+    def attention_term(self, n: int, t: Array, u: Array) -> Array:
+        layer = self.layer(n)
+        term = attention(self.bk, self._normalised(u, layer, 1), layer, self.score_bias)
+        if self.manufactured is not None:
+            term += self.forcing(n, t)
+        return term
+
+    def ffn_term(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
+        layer = self.layer(n)
+        return feed_forward(self.bk, self._normalised(u, layer, 2), layer, pattern)
+
+    def total(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
+        """A + F (+ g), before the tangent projection."""
+        return self.attention_term(n, t, u) + self.ffn_term(n, t, u, pattern)
+
+    def forcing(self, n: int, t: Array) -> Array:
+        """g(t) = u*_t - Pi_T(u*)[(A + F)(u*)] (post) or u*_t - (A + F)(u*) for the
+        manufactured solution u*(t). Post-LN forcing leaves the normal part of A + F in
+        the ambient field, as an unforced flow has it."""
+        bk, layer = self.bk, self.layer(n)
+        star = self.manufactured.state(bk, t)
+        unforced = attention(bk, self._normalised(star, layer, 1), layer, self.score_bias)
+        unforced += feed_forward(bk, self._normalised(star, layer, 2), layer)
+        return self.manufactured.derivative(bk, t) - self.tangent(star, unforced)
+
+    def tangent(self, u: Array, g: Array) -> Array:
+        """Pi_T(u) g for post-LN flows; g itself otherwise."""
+        return tangent_projection(self.bk, u, g) if self.norm == "post" else g
+
+    def project(self, n: int, u: Array, which: int = 2) -> Array:
+        """P onto the constraint set of norm `which` of layer n (post-LN); u otherwise."""
+        if self.norm != "post":
+            return u
+        layer = self.layer(n)
+        gain, bias = layer.norm1 if which == 1 else layer.norm2
+        return layer_norm(self.bk, u, gain, bias, layer.eps)
+
+    def preactivations(self, n: int, u: Array) -> Array:
+        """The FFN's hidden pre-activations at u (after the pre-LN norm where there is one)."""
+        layer = self.layer(n)
+        return hidden_preactivations(self.bk, self._normalised(u, layer, 2), layer)

@@ -1,0 +1,83 @@
+"""Time integrators as data: explicit Runge-Kutta tableaux and Gragg-Bulirsch-Stoer extrapolation.
+
+A field is a callable f(t, u) -> du/dt on backend arrays. Coefficients are exact
+fractions, rounded into the backend when used, so every method runs at any precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from solvers.backends import Array, Backend
+
+Field = Callable[[Array, Array], Array]
+
+
+@dataclass(frozen=True)
+class Tableau:
+    """An explicit Runge-Kutta method: stages k_i = f(t + c_i h, u + h sum_j a_ij k_j),
+    u_new = u + h sum_i b_i k_i (a strictly lower triangular)."""
+
+    name: str
+    order: int
+    a: tuple[tuple[Fraction, ...], ...]
+    b: tuple[Fraction, ...]
+    c: tuple[Fraction, ...]
+
+
+F = Fraction
+EULER = Tableau("euler", 1, ((),), (F(1),), (F(0),))
+RK2 = Tableau("rk2", 2, ((), (F(1, 2),)), (F(0), F(1)), (F(0), F(1, 2)))  # explicit midpoint
+RK4 = Tableau(
+    "rk4",
+    4,
+    ((), (F(1, 2),), (F(0), F(1, 2)), (F(0), F(0), F(1))),
+    (F(1, 6), F(1, 3), F(1, 3), F(1, 6)),
+    (F(0), F(1, 2), F(1, 2), F(1)),
+)
+TABLEAUX = {t.name: t for t in (EULER, RK2, RK4)}
+
+
+def rk_step(bk: Backend, field: Field, t: Array, u: Array, h: Array, tableau: Tableau) -> Array:
+    """One step of the explicit Runge-Kutta `tableau` from (t, u) with step h."""
+    stages: list[Array] = []
+    for a_row, c in zip(tableau.a, tableau.c, strict=True):
+        state = u
+        for a, k in zip(a_row, stages, strict=False):
+            if a:
+                state = state + k * (h * bk.asarray(a))
+        stages.append(field(t + h * bk.asarray(c) if c else t, state))
+    result = None
+    for b, k in zip(tableau.b, stages, strict=True):
+        if b:
+            term = k * (h * bk.asarray(b))
+            result = term if result is None else result + term
+    result += u
+    return result
+
+
+def extrapolation_step(
+    bk: Backend, field: Field, t: Array, u: Array, h: Array, levels: int
+) -> Array:
+    """One Gragg-Bulirsch-Stoer step of order 2 * levels for a smooth field.
+
+    T_{j,1} is Gragg's smoothed modified midpoint rule with n_j = 2j sub-steps; its error
+    expands in even powers of h / n_j, which Aitken-Neville removes one at a time:
+    T_{j,k+1} = T_{j,k} + (T_{j,k} - T_{j-1,k}) / ((n_j / n_{j-k})^2 - 1). The ratios
+    are exact rationals rounded into the backend.
+    """
+    previous_row: list[Array] = []
+    for j in range(1, levels + 1):
+        n = 2 * j
+        step = h / n
+        before, current = u, u + step * field(t, u)
+        for i in range(1, n):
+            before, current = current, before + (2 * step) * field(t + step * i, current)
+        row = [(current + before + step * field(t + h, current)) / 2]
+        for k in range(1, j):
+            ratio = bk.asarray(Fraction(j, j - k) ** 2 - 1)
+            row.append(row[k - 1] + (row[k - 1] - previous_row[k - 1]) / ratio)
+        previous_row = row
+    return previous_row[-1]
