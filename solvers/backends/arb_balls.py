@@ -68,8 +68,10 @@ class ArbBackend(Backend):
         Tries FIRST_GUARD_BITS guard bits, then adds the bits the attempt lost plus
         MARGIN_BITS, at most MAX_ATTEMPTS times; the last result is returned either way
         (its radii still bound its error). An attempt whose balls grew so wide that a
-        division became undefined (a variance ball containing 0) is retried with twice
-        the guard bits; on the last attempt that error is raised.
+        division became undefined (a variance ball containing 0) is retried with four
+        times the guard bits; on the last attempt that error is raised. (Radii grow by a
+        factor per step, so long time-stepping runs need guard bits in proportion to
+        their number of steps: mpmath is the practical 50-digit path for those.)
         """
         guard = FIRST_GUARD_BITS
         for attempt in range(MAX_ATTEMPTS):
@@ -81,7 +83,7 @@ class ArbBackend(Backend):
                 # a ball grew wide enough to contain 0 where a division needs it not to
                 if attempt == MAX_ATTEMPTS - 1:
                     raise
-                guard = 2 * guard + MARGIN_BITS
+                guard = 4 * guard + MARGIN_BITS
                 continue
             magnitude = float(np.max(np.abs(working.to_float64(result)), initial=0.0))
             radius = working.max_radius(result)
