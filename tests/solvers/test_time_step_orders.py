@@ -51,3 +51,22 @@ def test_observed_order(problem, method):
     order, tolerance = EXPECTED[method]
     # the last two halvings are in the asymptotic range
     assert np.all(np.abs(orders[-2:] - order) <= tolerance), orders
+
+
+@pytest.mark.parametrize("norm", ["pre", "none"])
+@pytest.mark.parametrize(
+    ("method", "order"), [("lie", 1.0), ("strang-rk2-ambient", 2.0), ("ambient-rk4", 4.0)]
+)
+def test_without_a_projection_ambient_methods_keep_their_order(problem, norm, method, order):
+    """Pre-LN and un-normalised flows have no constraint set: nothing degrades the order."""
+    unconstrained = dataclasses.replace(problem, norm=norm)
+    bk = backend("mpmath", 30)
+    with bk.active():
+        exact = bk.to_float64(problem.manufactured.state(bk, bk.asarray(2)))
+    errors = np.array(
+        [
+            np.abs(bk.to_float64(solve(unconstrained, method, m, bk)) - exact).max()
+            for m in (8, 16, 32)
+        ]
+    )
+    assert np.abs(np.log2(errors[-2] / errors[-1]) - order) <= 0.1
