@@ -17,11 +17,14 @@ from fractions import Fraction
 import numpy as np
 
 from solvers.backends import Array, Backend
+from solvers.controls import PiecewiseControls
 from solvers.errors import InvalidInputError
 
 
 def uniform_attention_solution(problem, bk: Backend) -> Array:
     """u(t_final) of a uniform-attention problem (see the module docstring), in bk."""
+    if not isinstance(problem.controls, PiecewiseControls):
+        raise InvalidInputError("the uniform-attention solution needs PiecewiseControls")
     if problem.norm != "none" or problem.causal or problem.token_weights is not None:
         raise InvalidInputError(
             "the uniform-attention solution needs norm='none', no causal mask and no token weights"

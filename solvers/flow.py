@@ -36,9 +36,9 @@ class LayerFlow:
         self.score_bias = problem.score_bias(bk)
         self.manufactured = problem.manufactured
 
-    def layer(self, n: int) -> BackendLayer:
-        """The weights on [n, n + 1)."""
-        return self.problem.controls.layers[n].on(self.bk)
+    def layer(self, n: int, t: Array) -> BackendLayer:
+        """The weights at time t in [n, n + 1]."""
+        return self.problem.controls.layer_on(self.bk, n, t)
 
     def _normalised(self, u: Array, layer: BackendLayer, which: int) -> Array:
         if self.norm != "pre":
@@ -47,14 +47,14 @@ class LayerFlow:
         return layer_norm(self.bk, u, gain, bias, layer.eps)
 
     def attention_term(self, n: int, t: Array, u: Array) -> Array:
-        layer = self.layer(n)
+        layer = self.layer(n, t)
         term = attention(self.bk, self._normalised(u, layer, 1), layer, self.score_bias)
         if self.manufactured is not None:
             term += self.forcing(n, t)
         return term
 
     def ffn_term(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
-        layer = self.layer(n)
+        layer = self.layer(n, t)
         return feed_forward(self.bk, self._normalised(u, layer, 2), layer, pattern)
 
     def total(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
@@ -65,25 +65,41 @@ class LayerFlow:
         """g(t) = u*_t - Pi_T(u*)[(A + F)(u*)] (post) or u*_t - (A + F)(u*) for the
         manufactured solution u*(t). Post-LN forcing leaves the normal part of A + F in
         the ambient field, as an unforced flow has it."""
-        bk, layer = self.bk, self.layer(n)
+        bk, layer = self.bk, self.layer(n, t)
         star = self.manufactured.state(bk, t)
         unforced = attention(bk, self._normalised(star, layer, 1), layer, self.score_bias)
         unforced += feed_forward(bk, self._normalised(star, layer, 2), layer)
-        return self.manufactured.derivative(bk, t) - self.tangent(star, unforced)
+        if self.norm == "post":
+            unforced = tangent_projection(bk, star, unforced)
+        return self.manufactured.derivative(bk, t) - unforced
 
-    def tangent(self, u: Array, g: Array) -> Array:
-        """Pi_T(u) g for post-LN flows; g itself otherwise."""
-        return tangent_projection(self.bk, u, g) if self.norm == "post" else g
+    def tangent(self, n: int, t: Array, u: Array, g: Array, moving: bool = True) -> Array:
+        """The constrained field: Pi_T(u) g, plus the motion of the constraint set (post-LN).
 
-    def project(self, n: int, u: Array, which: int = 2) -> Array:
-        """P onto the constraint set of norm `which` of layer n (post-LN); u otherwise."""
+        With norm parameters moving in time (gain sigma2(t), bias sigma1(t)) the set S1(t)
+        moves, and u = sigma1 + sigma2 w with w on S1(0, 1) gives the extra term
+        sigma1' + (sigma2' / sigma2)(u - sigma1), normal to S1. In a splitting only the
+        part that carries the clock moves the set (`moving`). Other norms: g itself.
+        """
+        if self.norm != "post":
+            return g
+        field = tangent_projection(self.bk, u, g)
+        rates = self.problem.controls.norm_rates(self.bk, n, t) if moving else None
+        if rates is not None:
+            gain, bias = self.layer(n, t).norm1
+            gain_rate, bias_rate = rates
+            field += bias_rate + gain_rate / gain * (u - bias)
+        return field
+
+    def project(self, n: int, t: Array, u: Array, which: int = 2) -> Array:
+        """P onto the constraint set at time t of norm `which` (post-LN); u otherwise."""
         if self.norm != "post":
             return u
-        layer = self.layer(n)
+        layer = self.layer(n, t)
         gain, bias = layer.norm1 if which == 1 else layer.norm2
         return layer_norm(self.bk, u, gain, bias, layer.eps)
 
-    def preactivations(self, n: int, u: Array) -> Array:
+    def preactivations(self, n: int, t: Array, u: Array) -> Array:
         """The FFN's hidden pre-activations at u (after the pre-LN norm where there is one)."""
-        layer = self.layer(n)
+        layer = self.layer(n, t)
         return hidden_preactivations(self.bk, self._normalised(u, layer, 2), layer)

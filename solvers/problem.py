@@ -10,13 +10,14 @@ import numpy as np
 
 from solvers.backends import Array, Backend
 from solvers.backends import backend as resolve_backend
-from solvers.controls import PiecewiseControls
+from solvers.controls import Controls, PiecewiseControls, SmoothControls
 from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.exact import ManufacturedSolution
 from solvers.flow import LayerFlow
 from solvers.reference import Reference
 from solvers.schemes import LAYER_NORMS, SPLITTINGS, UNSPLIT, Splitting, SteppingMethod
 from solvers.validation import choice, finite_array, positive_int
+from solvers.weights import LayerWeights
 
 METHODS: dict[str, SteppingMethod] = {
     method.name: method
@@ -42,7 +43,7 @@ class Problem:
     """
 
     u0: np.ndarray
-    controls: PiecewiseControls
+    controls: Controls
     t_final: float
     norm: str = "post"
     causal: bool = False
@@ -50,9 +51,10 @@ class Problem:
     manufactured: ManufacturedSolution | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.controls, PiecewiseControls):
+        if not isinstance(self.controls, PiecewiseControls | SmoothControls):
             raise InvalidInputError(
-                f"controls must be PiecewiseControls, got {type(self.controls).__name__}"
+                "controls must be PiecewiseControls or SmoothControls, "
+                f"got {type(self.controls).__name__}"
             )
         d = self.controls.d_model
         u0 = finite_array("u0", self.u0)
@@ -92,13 +94,16 @@ class Problem:
                 f"the manufactured solution has shape {(star.tokens, star.d)}, u0 {self.u0.shape}"
             )
         if self.norm == "post":
-            for n, layer in enumerate(self.controls.layers):
+            for n, layer in enumerate(self._acting_layers()):
                 for name, (gain, bias) in (("norm1", layer.norm1), ("norm2", layer.norm2)):
                     if layer.eps != 0 or gain.ndim or gain != star.sigma2 or bias != star.sigma1:
                         raise InvalidInputError(
                             f"layer {n} {name} must be the projection onto the manufactured "
                             f"solution's S1 (gain {star.sigma2}, bias {star.sigma1}, eps 0)"
                         )
+
+    def _acting_layers(self) -> list[LayerWeights]:
+        return [w for n in range(self.controls.horizon) for w in self.controls.acting_on(n)]
 
     @property
     def tokens(self) -> int:
@@ -152,7 +157,7 @@ def solve_layers(
         method = METHODS[choice("method", method, tuple(METHODS))]
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
     if problem.norm == "post" and not isinstance(method, Splitting):
-        for n, layer in enumerate(problem.controls.layers):
+        for n, layer in enumerate(problem._acting_layers()):
             same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
             if not same:
                 raise InvalidInputError(
@@ -181,7 +186,7 @@ def _integrate(problem: Problem, method: SteppingMethod, steps_per_unit: int, bk
         length = min(t_final, n + 1) - n
         steps = math.ceil(length * steps_per_unit)
         if method.enters_constraint_set:
-            u = flow.project(n, u)
+            u = flow.project(n, bk.asarray(n), u)
         u = method.advance(flow, n, bk.asarray(n), bk.asarray(length), steps, u)
         if not bk.all_finite(u):
             raise NumericalBreakdownError(

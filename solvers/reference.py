@@ -42,9 +42,9 @@ class Reference(SteppingMethod):
 
     def _step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern) -> Array:
         def field(s: Array, v: Array) -> Array:
-            return flow.tangent(v, flow.total(n, s, v, pattern))
+            return flow.tangent(n, s, v, flow.total(n, s, v, pattern))
 
-        return flow.project(n, extrapolation_step(flow.bk, field, t, u, h, self.levels))
+        return flow.project(n, t + h, extrapolation_step(flow.bk, field, t, u, h, self.levels))
 
     def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
         return self._step(flow, n, t, u, h, None)
@@ -58,14 +58,14 @@ class Reference(SteppingMethod):
         h = length / steps
         end = start + length
         t = start
-        positive = bk.to_float64(flow.preactivations(n, u)) > 0
-        # a hidden unit whose row of W2 is zero changes nothing when it switches
-        silent = ~flow.problem.controls.layers[n].w2.any(axis=1)
+        positive = bk.to_float64(flow.preactivations(n, t, u)) > 0
+        # a hidden unit whose row of W2 is zero (at every time) changes nothing when it switches
+        silent = ~np.any([w.w2.any(axis=1) for w in flow.problem.controls.acting_on(n)], axis=0)
         while bk.to_float64(end - t) > 0:
             size = h if bk.to_float64(end - t - h) > 0 else end - t
             pattern = bk.asarray(positive.astype(np.float64))
             stepped = self._step(flow, n, t, u, size, pattern)
-            crossed = (bk.to_float64(flow.preactivations(n, stepped)) > 0) != positive
+            crossed = (bk.to_float64(flow.preactivations(n, t + size, stepped)) > 0) != positive
             if not (crossed & ~silent).any():
                 t, u = t + size, stepped
                 continue
@@ -79,16 +79,16 @@ class Reference(SteppingMethod):
         """The earliest sign change of a pre-activation in (t, t + size]: its time offset,
         the state there, and the index of the component that crosses."""
         bk = flow.bk
-        z0 = flow.preactivations(n, u)
+        z0 = flow.preactivations(n, t, u)
         while True:
-            z1 = flow.preactivations(n, self._step(flow, n, t, u, size, pattern))
+            z1 = flow.preactivations(n, t + size, self._step(flow, n, t, u, size, pattern))
             a, b = bk.to_float64(z0), bk.to_float64(z1)
             crossed = ((b > 0) != positive) & ~silent
             # linear estimate of each crossing time, to pick the earliest candidate
             estimate = np.where(crossed, a / np.where(crossed, a - b, 1.0), np.inf)
             index = np.unravel_index(int(np.argmin(estimate)), estimate.shape)
             offset, stepped = self._root(flow, n, t, u, size, pattern, z0[index], z1[index], index)
-            z = bk.to_float64(flow.preactivations(n, stepped))
+            z = bk.to_float64(flow.preactivations(n, t + offset, stepped))
             others = ((z > 0) != positive) & ~silent & ~_only(index, z.shape)
             if not others.any():
                 return offset, stepped, index
@@ -106,7 +106,7 @@ class Reference(SteppingMethod):
         for _ in range(MAX_ROOT_ITERATIONS):
             tau = hi - z_hi * (hi - lo) / (z_hi - z_lo)
             stepped = self._step(flow, n, t, u, tau, pattern)
-            z = flow.preactivations(n, stepped)[index]
+            z = flow.preactivations(n, t + tau, stepped)[index]
             if previous is not None and abs(bk.to_float64(tau - previous)) <= tolerance:
                 break
             if bk.to_float64(z) == 0:

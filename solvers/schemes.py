@@ -82,15 +82,17 @@ class Splitting(SteppingMethod):
 
             def field(s: Array, v: Array, evaluate=evaluate, frozen=frozen, advances=advances):
                 g = evaluate(n, s if advances else frozen, v)
-                return flow.tangent(v, g) if self.sub_field == "tangent" else g
+                if self.sub_field == "ambient":
+                    return g
+                return flow.tangent(n, s, v, g, moving=advances)
 
             if self.sub_solver is None:
                 u = extrapolation_step(bk, field, clock, u, size, ACCURATE_SUB_FLOW_LEVELS)
             else:
                 u = rk_step(bk, field, clock, u, size, self.sub_solver)
-            u = flow.project(n, u, 1 if term == "attention" else 2)
             if advances:
                 clock = clock + size
+            u = flow.project(n, clock, u, 1 if term == "attention" else 2)
         return u
 
 
@@ -106,9 +108,9 @@ class Unsplit(SteppingMethod):
     def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
         def field(s: Array, v: Array) -> Array:
             g = flow.total(n, s, v)
-            return flow.tangent(v, g) if self.field == "tangent" else g
+            return flow.tangent(n, s, v, g) if self.field == "tangent" else g
 
-        return flow.project(n, rk_step(flow.bk, field, t, u, h, self.tableau))
+        return flow.project(n, t + h, rk_step(flow.bk, field, t, u, h, self.tableau))
 
 
 HALF = Fraction(1, 2)
@@ -164,7 +166,7 @@ class _SingleLayerFlow(LayerFlow):
         self.bk, self.norm, self.score_bias, self.manufactured = bk, norm, score_bias, None
         self._layer = layer
 
-    def layer(self, n: int) -> BackendLayer:
+    def layer(self, n: int, t: Array) -> BackendLayer:
         return self._layer
 
 
