@@ -35,6 +35,8 @@ class LayerFlow:
         self.norm = problem.norm
         self.score_bias = problem.score_bias(bk)
         self.manufactured = problem.manufactured
+        weights = problem.feature_weights
+        self.feature_weights = None if weights is None else bk.asarray(weights, "feature_weights")
 
     def layer(self, n: int, t: Array) -> BackendLayer:
         """The weights at time t in [n, n + 1]."""
@@ -44,7 +46,7 @@ class LayerFlow:
         if self.norm != "pre":
             return u
         gain, bias = layer.norm1 if which == 1 else layer.norm2
-        return layer_norm(self.bk, u, gain, bias, layer.eps)
+        return layer_norm(self.bk, u, gain, bias, layer.eps, self.feature_weights)
 
     def attention_term(self, n: int, t: Array, u: Array) -> Array:
         layer = self.layer(n, t)
@@ -70,7 +72,7 @@ class LayerFlow:
         unforced = attention(bk, self._normalised(star, layer, 1), layer, self.score_bias)
         unforced += feed_forward(bk, self._normalised(star, layer, 2), layer)
         if self.norm == "post":
-            unforced = tangent_projection(bk, star, unforced)
+            unforced = tangent_projection(bk, star, unforced, self.feature_weights)
         return self.manufactured.derivative(bk, t) - unforced
 
     def tangent(self, n: int, t: Array, u: Array, g: Array, moving: bool = True) -> Array:
@@ -83,7 +85,7 @@ class LayerFlow:
         """
         if self.norm != "post":
             return g
-        field = tangent_projection(self.bk, u, g)
+        field = tangent_projection(self.bk, u, g, self.feature_weights)
         rates = self.problem.controls.norm_rates(self.bk, n, t) if moving else None
         if rates is not None:
             gain, bias = self.layer(n, t).norm1
@@ -97,7 +99,7 @@ class LayerFlow:
             return u
         layer = self.layer(n, t)
         gain, bias = layer.norm1 if which == 1 else layer.norm2
-        return layer_norm(self.bk, u, gain, bias, layer.eps)
+        return layer_norm(self.bk, u, gain, bias, layer.eps, self.feature_weights)
 
     def preactivations(self, n: int, t: Array, u: Array) -> Array:
         """The FFN's hidden pre-activations at u (after the pre-LN norm where there is one)."""

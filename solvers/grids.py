@@ -12,7 +12,8 @@ nodes eta_l (w^eta), hidden nodes z_j (w^z),
     Wo_h = diag(w^eta) ko_h(eta_l, y_m),  W1 = diag(w^y) k1(z_j, y_k)^T,  b1 = beta1(z_j)
     W2 = diag(w^z) k2(y_m, z_j)^T,  b2 = beta2(y_m),  scale s,  norms (sigma2, sigma1),
 
-and the token weights w^x enter the attention scores as log w^x (Problem.token_weights).
+and the token weights w^x enter the attention scores as log w^x (Problem.token_weights),
+the feature weights w^y the layer norm's means and variances (Problem.feature_weights).
 On the uniform grid (trapezoid everywhere) this is a standard Transformer layer.
 """
 
@@ -65,16 +66,22 @@ class Grid:
         _, weights = self.axis("tokens")
         return None if np.all(weights == weights[0]) else weights
 
+    @property
+    def feature_weights(self) -> np.ndarray | None:
+        """w^y for Problem.feature_weights; None on a uniform feature grid."""
+        _, weights = self.axis("features")
+        return None if np.all(weights == weights[0]) else weights
+
+    def sample(self, f) -> np.ndarray:
+        """Initial data u0[i, k] = f(x_i, y_k) on the token and feature nodes."""
+        (x, _), (y, _) = self.axis("tokens"), self.axis("features")
+        return np.asarray(f(x[:, None], y[None, :]), dtype=np.float64)
+
 
 def discretize(layer: ContinuousLayer, grid: Grid) -> LayerWeights:
     """The LayerWeights of `layer` on `grid` (formulas in the module docstring)."""
     (y, wy), (eta, weta) = grid.axis("features"), grid.axis("head_features")
     z, wz = grid.axis("hidden")
-    if not np.all(wy == wy[0]):
-        raise InvalidInputError(
-            f"rule {grid.rule!r} has non-uniform feature weights, which the layer norm's "
-            "feature means would need; use 'trapezoid' or 'midpoint' for the feature axis"
-        )
     column, row = y[:, None], eta[None, :]
     heads, d, d_k = layer.heads, grid.features, grid.head_features
     zero_heads = np.zeros((heads, d_k))

@@ -59,15 +59,24 @@ def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | No
     return output
 
 
-def layer_norm(bk: Backend, u: Array, gain: Array, bias: Array, eps: Array) -> Array:
+def layer_norm(
+    bk: Backend,
+    u: Array,
+    gain: Array,
+    bias: Array,
+    eps: Array,
+    weights: Array | None = None,
+) -> Array:
     """LN(V)_i = g * (V_i - mean(V_i)) / sqrt(var(V_i) + eps) + b, per row over the d features.
 
-    var is the population variance. With eps = 0 and scalar g = sigma2 > 0, b = sigma1
-    this is the projection P onto S1 = {rows with mean sigma1 and variance sigma2^2}
-    (Theorem 3.1), defined only where var(V_i) > 0: a constant row raises
+    var is the population variance; on a non-uniform feature grid mean and variance are
+    the quadrature sums with the feature weights w^y (`weights`, summing to 1). With
+    eps = 0 and scalar g = sigma2 > 0, b = sigma1 this is the projection P onto
+    S1 = {rows with mean sigma1 and variance sigma2^2} (Theorem 3.1; in the w^y-weighted
+    inner product), defined only where var(V_i) > 0: a constant row raises
     UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
     """
-    mean, variance = bk.moments(u)
+    mean, variance = bk.moments(u, weights)
     centred = u - mean
     if not np.any(bk.to_float64(eps)):
         _require_positive_variance(bk, variance)
@@ -99,21 +108,26 @@ def hidden_preactivations(bk: Backend, u: Array, layer: BackendLayer) -> Array:
     return hidden
 
 
-def tangent_projection(bk: Backend, u: Array, g: Array) -> Array:
+def tangent_projection(bk: Backend, u: Array, g: Array, weights: Array | None = None) -> Array:
     """Pi_T(u) g: per row, remove the mean of g, then its component along u - mean(u).
 
     At a point u of S1 (mean sigma1, variance sigma2^2) this is the orthogonal projection
     onto the tangent space {t : mean t = 0, <t, u - sigma1> = 0}; elsewhere it projects
     onto the tangent space of the level set of (mean, variance) through u, so it needs
-    var(u_i) > 0 but no sigma.
+    var(u_i) > 0 but no sigma. With feature `weights` w^y, means and inner products are
+    the w^y-weighted ones (the projection is orthogonal in that inner product).
     """
-    d = u.shape[-1]
-    centred_u = u - bk.sum(u, -1) / d
-    squares = bk.sum(centred_u * centred_u, -1)
-    _require_positive_variance(bk, squares)
-    centred_g = g - bk.sum(g, -1) / d
-    centred_g -= bk.sum(centred_g * centred_u, -1) / squares * centred_u
+    mean_u, variance = bk.moments(u, weights)
+    _require_positive_variance(bk, variance)
+    centred_u = u - mean_u
+    centred_g = g - _mean(bk, g, weights)
+    centred_g -= _mean(bk, centred_g * centred_u, weights) / variance * centred_u
     return centred_g
+
+
+def _mean(bk: Backend, x: Array, weights: Array | None) -> Array:
+    """Row mean over the features, w^y-weighted when weights are given (axis kept)."""
+    return bk.sum(x, -1) / x.shape[-1] if weights is None else bk.sum(x * weights, -1)
 
 
 def _require_positive_variance(bk: Backend, variance: Array) -> None:

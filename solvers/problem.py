@@ -38,6 +38,8 @@ class Problem:
     "none"; MODEL.md section 2). `causal` masks every token's attention to the tokens
     before it. `token_weights` (N positive numbers, the token quadrature weights w^x)
     add log w^x to the attention scores; None means the uniform grid (no bias).
+    `feature_weights` (d positive numbers summing to 1, the feature quadrature weights
+    w^y) make the layer norm's means and variances w^y-weighted; None means 1/d each.
     `manufactured` (a ManufacturedSolution of shape (N, d)) adds the forcing that makes it
     the exact solution; the solvers then start from it at working precision.
     """
@@ -48,6 +50,7 @@ class Problem:
     norm: str = "post"
     causal: bool = False
     token_weights: np.ndarray | None = None
+    feature_weights: np.ndarray | None = None
     manufactured: ManufacturedSolution | None = None
 
     def __post_init__(self) -> None:
@@ -81,6 +84,14 @@ class Problem:
                     f"{int(np.argmax(weights <= 0))}"
                 )
             object.__setattr__(self, "token_weights", weights)
+        if self.feature_weights is not None:
+            weights = finite_array("feature_weights", self.feature_weights, (d,))
+            if (weights <= 0).any() or abs(weights.sum() - 1) > 1e-12:
+                raise InvalidInputError(
+                    f"feature_weights must be positive and sum to 1, got sum {weights.sum()!r} "
+                    f"and minimum {weights.min()!r}"
+                )
+            object.__setattr__(self, "feature_weights", weights)
         if self.manufactured is not None:
             self._check_manufactured(self.manufactured)
 

@@ -164,6 +164,7 @@ class _SingleLayerFlow(LayerFlow):
 
     def __init__(self, bk: Backend, layer: BackendLayer, norm: str, score_bias: Array | None):
         self.bk, self.norm, self.score_bias, self.manufactured = bk, norm, score_bias, None
+        self.feature_weights = None
         self._layer = layer
 
     def layer(self, n: int, t: Array) -> BackendLayer:

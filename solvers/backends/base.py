@@ -132,15 +132,20 @@ class Backend(ABC):
     def sum(self, a: Array, axis: int) -> Array:
         """Sum along `axis`, keeping the axis."""
 
-    def moments(self, a: Array) -> tuple[Array, Array]:
+    def moments(self, a: Array, weights: Array | None = None) -> tuple[Array, Array]:
         """Population mean and variance over the last axis (axis kept): the layer-norm statistics.
 
-        mean = sum(a) / d, variance = sum((a - mean)^2) / d, the two-pass formula.
+        mean = sum(a) / d, variance = sum((a - mean)^2) / d, the two-pass formula; with
+        quadrature `weights` w (summing to 1), mean = sum(w a), variance = sum(w (a - mean)^2).
         """
-        d = a.shape[-1]
-        mean = self.sum(a, -1) / d
+        if weights is None:
+            d = a.shape[-1]
+            mean = self.sum(a, -1) / d
+            centred = a - mean
+            return mean, self.sum(centred * centred, -1) / d
+        mean = self.sum(a * weights, -1)
         centred = a - mean
-        return mean, self.sum(centred * centred, -1) / d
+        return mean, self.sum(centred * centred * weights, -1)
 
     def softmax_(self, scores: Array) -> Array:
         """Row softmax over the last axis, exp(s - c) / sum exp(s - c), written into scores.

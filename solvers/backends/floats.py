@@ -124,11 +124,12 @@ class MixedPrecisionBackend(NativeFloatBackend):
     def sum(self, a: Array, axis: int) -> Array:
         return np.sum(np.asarray(a, np.float32), axis=axis, keepdims=True).astype(self.dtype)
 
-    def moments(self, a: Array) -> tuple[Array, Array]:
+    def moments(self, a: Array, weights: Array | None = None) -> tuple[Array, Array]:
         wide = np.asarray(a, np.float32)
-        mean = np.mean(wide, axis=-1, keepdims=True)
+        weights = None if weights is None else np.asarray(weights, np.float32)
+        mean = np.average(wide, axis=-1, weights=weights, keepdims=True)
         centred = wide - mean
-        variance = np.mean(centred * centred, axis=-1, keepdims=True)
+        variance = np.average(centred * centred, axis=-1, weights=weights, keepdims=True)
         return mean.astype(self.dtype), variance.astype(self.dtype)
 
 

@@ -88,5 +88,27 @@ def test_grids_reject_bad_sizes_and_rules():
         quadrature("midpoint", 1)
     with pytest.raises(InvalidInputError, match="unknown quadrature rule 'simpson'"):
         quadrature("simpson", 8)
-    with pytest.raises(InvalidInputError, match="non-uniform feature weights"):
-        discretize(ContinuousLayer.random(0), Grid(8, 8, 8, 8, "gauss-legendre"))
+    rng = np.random.default_rng(0)
+    layer = discretize(ContinuousLayer.random(0), Grid(8, 8, 8, 8))
+    with pytest.raises(InvalidInputError, match="feature_weights must be positive and sum to 1"):
+        Problem(rng.random((4, 8)), PiecewiseControls([layer]), 1, feature_weights=np.ones(8))
+
+
+@pytest.mark.parametrize("method", ["lie", "projected-rk4", "reference"])
+def test_gauss_legendre_feature_grid_keeps_the_weighted_constraint(method):
+    """On a non-uniform feature grid S1 is {w^y-weighted mean sigma1, variance sigma2^2}."""
+    grid = Grid(6, 10, 5, 8, "gauss-legendre")
+    layer = discretize(ContinuousLayer.random(0), grid)
+    u0 = grid.sample(SeriesKernel.random(np.random.default_rng(1), "legendre"))
+    problem = Problem(
+        u0,
+        PiecewiseControls([layer]),
+        1,
+        token_weights=grid.token_weights,
+        feature_weights=grid.feature_weights,
+    )
+    u = solve(problem, method, 4)
+    w = grid.feature_weights
+    mean = (u * w).sum(-1)
+    assert np.abs(mean).max() < 1e-14
+    assert np.abs(((u - mean[:, None]) ** 2 * w).sum(-1) - 1).max() < 1e-14
