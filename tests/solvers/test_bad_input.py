@@ -190,3 +190,22 @@ def test_from_torch_rejects():
         InvalidInputError, match=re.escape("norm1.eps=1e-05 differs from norm2.eps=0.001")
     ):
         from_torch(layer)
+
+
+def test_continuous_methods_name_a_constant_initial_row(layer, rng):
+    u0 = rng.standard_normal((4, 8))
+    u0[2] = 1.5
+    problem = Problem(u0, PiecewiseControls([layer]), 1, norm="post")
+    for method in ("projected-rk4", "strang-rk2", "reference"):
+        with pytest.raises(UndefinedOperationError, match="token 2 has variance 0"):
+            solve(problem, method, 2)
+
+
+def test_non_finite_kernel_values_name_the_weight():
+    from solvers.grids import Grid, discretize
+    from solvers.kernels import ContinuousLayer
+
+    layer = ContinuousLayer.random(0)
+    broken = dataclasses.replace(layer, k1=lambda z, y: np.log(z - 0.5))  # NaN below z = 1/2
+    with pytest.raises(InvalidInputError, match=r"w1 must be finite, got nan"):
+        discretize(broken, Grid(4, 4, 4, 4))

@@ -15,6 +15,7 @@ import pytest
 
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve
 from solvers.exact import ManufacturedSolution
+from solvers.reference import Reference
 
 STEPS = (4, 8, 16, 32, 64, 128)
 LONG_STEPS = (*STEPS, 256)  # the first-order splittings approach 1 from above, slowly
@@ -70,3 +71,15 @@ def test_without_a_projection_ambient_methods_keep_their_order(problem, norm, me
         ]
     )
     assert np.abs(np.log2(errors[-2] / errors[-1]) - order) <= 0.1
+
+
+def test_reference_of_order_eight_observes_order_eight(problem):
+    """The extrapolation reference at 4 levels (order 8) on the smooth manufactured solution."""
+    bk = backend("arb", 50)
+    with bk.active():
+        exact = bk.to_float64(problem.manufactured.state(bk, bk.asarray(2)))
+    method = Reference(levels=4)
+    errors = np.array(
+        [np.abs(bk.to_float64(solve(problem, method, m, bk)) - exact).max() for m in (2, 4, 8)]
+    )
+    assert np.all(np.log2(errors[:-1] / errors[1:])[-1:] >= 7.8), errors
