@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from convergence.rounding import RoundingByDepth
+from convergence.rounding import BOUND_CONSTANT, RoundingByDepth
 from properties.claim_check import ClaimCheck
 
 
@@ -44,12 +44,14 @@ def render_rounding_table(
     names = list(study.errors)
     depths = [n for n in shown if n in study.depths]
     lines = [
-        "| layers | " + " | ".join(f"{name} error / u" for name in names) + " | bound 8 sqrt(n) |",
+        "| layers | "
+        + " | ".join(f"{name} error / u" for name in names)
+        + f" | bound {BOUND_CONSTANT:g} sqrt(n) |",
         "|---|" + "---|" * (len(names) + 1),
     ]
     for n in depths:
         cells = [f"{study.errors[name][n - 1] / study.unit_roundoff[name]:.2f}" for name in names]
-        lines.append(f"| {n} | " + " | ".join(cells) + f" | {8 * np.sqrt(n):.1f} |")
+        lines.append(f"| {n} | " + " | ".join(cells) + f" | {BOUND_CONSTANT * np.sqrt(n):.1f} |")
     lines.append(
         "| fit c n^alpha | "
         + " | ".join(

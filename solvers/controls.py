@@ -54,9 +54,15 @@ class PiecewiseControls:
         return len(self.layers)
 
     def acting_on(self, n: int) -> tuple[LayerWeights, ...]:
+        """The LayerWeights that act on [n, n + 1]."""
         return (self.layers[n],)
 
+    def all_layers(self) -> tuple[LayerWeights, ...]:
+        """Every LayerWeights the controls are made of."""
+        return self.layers
+
     def layer_on(self, bk: Backend, n: int, t: Array) -> BackendLayer:
+        """Layer n's weights in bk (the same at every t in [n, n + 1])."""
         return self.layers[n].on(bk)
 
     def norm_rates(self, bk: Backend, n: int, t: Array) -> None:
@@ -105,6 +111,11 @@ class SmoothControls:
         return self.keyframes[0].d_model
 
     def acting_on(self, n: int) -> tuple[LayerWeights, ...]:
+        """The LayerWeights that act on [n, n + 1]: every keyframe."""
+        return self.keyframes
+
+    def all_layers(self) -> tuple[LayerWeights, ...]:
+        """Every LayerWeights the controls are made of."""
         return self.keyframes
 
     def _basis(self, bk: Backend, t: Array) -> list[Array]:
@@ -135,6 +146,7 @@ class SmoothControls:
         return rates
 
     def layer_on(self, bk: Backend, n: int, t: Array) -> BackendLayer:
+        """theta(t) = sum_m l_m(t) theta_m in bk."""
         packed = [frame.on(bk) for frame in self.keyframes]
         coefficients = self._basis(bk, t)
         combined = {}

@@ -1,12 +1,13 @@
 """Exact solutions of the layer flow (MODEL.md section 5), at any precision.
 
-- Uniform attention (Wk = 0 and bk = 0, or Wq = 0 and bq = 0: every score row is
-  constant), zero value and output biases, FFN off (W2 = 0, b2 = 0), no norm: every token
-  sees the token mean ubar, so ubar' = ubar M with M = sum_h Wv_h Wo_h, ubar(t) =
-  ubar(0) expm(t M) layer by layer, and u_i - ubar is constant in time.
+- Uniform attention (Wk = 0, or Wq = 0 and bq = 0: every score row is constant), zero
+  value and output biases, FFN off (W2 = 0, b2 = 0), no norm: every token sees the
+  token mean ubar, so ubar' = ubar M with M = sum_h Wv_h Wo_h, ubar(t) = ubar(0)
+  expm(t M) layer by layer, and u_i - ubar is constant in time.
 - A manufactured solution u*(x, y, t) = sigma1 + sigma2 sqrt(2) cos(2 pi y + phi(x, t))
   on the uniform grid, which lies on S1 for every t when d >= 3; the flow's forcing
-  g = u*_t - (A + F)(u*) makes it an exact solution of every form of the flow.
+  g = u*_t - Pi_T(u*)[(A + F)(u*)] (post-LN; without Pi_T for pre and none) makes it
+  an exact solution (solvers.flow).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ def uniform_attention_solution(problem, bk: Backend) -> Array:
             "the uniform-attention solution needs norm='none', no causal mask and no token weights"
         )
     for n, w in enumerate(problem.controls.layers):
-        uniform = (not w.wk.any() and not w.bk.any()) or (not w.wq.any() and not w.bq.any())
+        # Wk = 0 makes every key the constant bk; Wq = bq = 0 makes every query 0
+        uniform = not w.wk.any() or (not w.wq.any() and not w.bq.any())
         if not uniform or w.bv.any() or w.bo.any() or w.w2.any() or w.b2.any():
             raise InvalidInputError(
-                f"layer {n} is not a uniform-attention layer: it needs Wk = bk = 0 (or Wq = bq "
-                "= 0), bv = bo = 0 and a switched-off FFN (W2 = 0, b2 = 0)"
+                f"layer {n} is not a uniform-attention layer: it needs Wk = 0 (or Wq = bq = 0), "
+                "bv = bo = 0 and a switched-off FFN (W2 = 0, b2 = 0)"
             )
     with bk.active():
         u0 = bk.asarray(problem.u0)

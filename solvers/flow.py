@@ -36,7 +36,10 @@ class LayerFlow:
         self.score_bias = problem.score_bias(bk)
         self.manufactured = problem.manufactured
         weights = problem.feature_weights
-        self.feature_weights = None if weights is None else bk.asarray(weights, "feature_weights")
+        if weights is not None:  # normalised to sum exactly 1 at working precision
+            weights = bk.asarray(weights, "feature_weights")
+            weights = weights / bk.sum(weights, -1)
+        self.feature_weights = weights
 
     def layer(self, n: int, t: Array) -> BackendLayer:
         """The weights at time t in [n, n + 1]."""

@@ -37,7 +37,6 @@ RK4 = Tableau(
     (F(1, 6), F(1, 3), F(1, 3), F(1, 6)),
     (F(0), F(1, 2), F(1, 2), F(1)),
 )
-TABLEAUX = {t.name: t for t in (EULER, RK2, RK4)}
 
 
 def rk_step(bk: Backend, field: Field, t: Array, u: Array, h: Array, tableau: Tableau) -> Array:

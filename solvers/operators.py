@@ -51,8 +51,7 @@ def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | No
     with that fixed activation pattern: the analytic continuation of F from the region where
     exactly those pre-activations are positive, which event location integrates.
     """
-    hidden = bk.matmul(u, layer.w1)
-    hidden += layer.b1
+    hidden = hidden_preactivations(bk, u, layer)
     hidden = bk.relu_(hidden) if pattern is None else hidden * pattern
     output = bk.matmul(hidden, layer.w2)
     output += layer.b2
@@ -92,7 +91,11 @@ def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Arra
     Requires scalar sigma2 > 0 and var(V_i) > 0 for every row (see `layer_norm`).
     """
     sigma1_array, sigma2_array = np.asarray(sigma1, float), np.asarray(sigma2, float)
-    if sigma1_array.ndim or sigma2_array.ndim or not np.isfinite([sigma1, sigma2]).all():
+    if (
+        sigma1_array.ndim
+        or sigma2_array.ndim
+        or not np.isfinite([sigma1_array, sigma2_array]).all()
+    ):
         raise InvalidInputError(
             f"sigma1 and sigma2 must be finite scalars, got {sigma1!r}, {sigma2!r}"
         )

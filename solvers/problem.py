@@ -15,9 +15,9 @@ from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.exact import ManufacturedSolution
 from solvers.flow import LayerFlow
 from solvers.reference import Reference
-from solvers.schemes import LAYER_NORMS, SPLITTINGS, UNSPLIT, Splitting, SteppingMethod
+from solvers.schemes import LAYER_NORMS, LIE, SPLITTINGS, UNSPLIT, SteppingMethod
 from solvers.validation import choice, finite_array, positive_int
-from solvers.weights import LayerWeights
+from solvers.weights import _frozen
 
 METHODS: dict[str, SteppingMethod] = {
     method.name: method
@@ -65,7 +65,7 @@ class Problem:
             raise InvalidInputError(
                 f"u0 must have shape (N, d) or (B, N, d) with d={d} and N, B >= 1, got {u0.shape}"
             )
-        object.__setattr__(self, "u0", u0)
+        object.__setattr__(self, "u0", _frozen(u0))
         t_final = float(finite_array("t_final", self.t_final, ()))
         if not 0 < t_final <= self.controls.horizon:
             raise InvalidInputError(
@@ -83,7 +83,7 @@ class Problem:
                     f"token_weights must be > 0, got {weights[weights <= 0][0]} at token "
                     f"{int(np.argmax(weights <= 0))}"
                 )
-            object.__setattr__(self, "token_weights", weights)
+            object.__setattr__(self, "token_weights", _frozen(weights))
         if self.feature_weights is not None:
             weights = finite_array("feature_weights", self.feature_weights, (d,))
             if (weights <= 0).any() or abs(weights.sum() - 1) > 1e-12:
@@ -91,7 +91,7 @@ class Problem:
                     f"feature_weights must be positive and sum to 1, got sum {weights.sum()!r} "
                     f"and minimum {weights.min()!r}"
                 )
-            object.__setattr__(self, "feature_weights", weights)
+            object.__setattr__(self, "feature_weights", _frozen(weights))
         if self.manufactured is not None:
             self._check_manufactured(self.manufactured)
 
@@ -100,21 +100,23 @@ class Problem:
             raise InvalidInputError(
                 f"manufactured must be a ManufacturedSolution, got {type(star).__name__}"
             )
+        if self.feature_weights is not None:
+            raise InvalidInputError(
+                "a manufactured solution lies on S1 of the uniform feature grid; "
+                "it cannot be combined with feature_weights"
+            )
         if self.u0.shape != (star.tokens, star.d):
             raise InvalidInputError(
                 f"the manufactured solution has shape {(star.tokens, star.d)}, u0 {self.u0.shape}"
             )
         if self.norm == "post":
-            for n, layer in enumerate(self._acting_layers()):
+            for n, layer in enumerate(self.controls.all_layers()):
                 for name, (gain, bias) in (("norm1", layer.norm1), ("norm2", layer.norm2)):
                     if layer.eps != 0 or gain.ndim or gain != star.sigma2 or bias != star.sigma1:
                         raise InvalidInputError(
                             f"layer {n} {name} must be the projection onto the manufactured "
                             f"solution's S1 (gain {star.sigma2}, bias {star.sigma1}, eps 0)"
                         )
-
-    def _acting_layers(self) -> list[LayerWeights]:
-        return [w for n in range(self.controls.horizon) for w in self.controls.acting_on(n)]
 
     @property
     def tokens(self) -> int:
@@ -167,13 +169,14 @@ def solve_layers(
     if not isinstance(method, SteppingMethod):
         method = METHODS[choice("method", method, tuple(METHODS))]
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
-    if problem.norm == "post" and not isinstance(method, Splitting):
-        for n, layer in enumerate(problem._acting_layers()):
+    if problem.norm == "post" and method is not LIE:
+        for n, layer in enumerate(problem.controls.all_layers()):
             same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
             if not same:
                 raise InvalidInputError(
                     f"layer {n}: the post-LN flow of method {method.name!r} lives on one "
-                    "constraint set per layer, so norm1 and norm2 must be equal"
+                    "constraint set per layer, so norm1 and norm2 must be equal (only the "
+                    "Lie scheme, the Transformer itself, alternates between two)"
                 )
     bk = resolve_backend(backend)
 

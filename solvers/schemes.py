@@ -31,6 +31,7 @@ from solvers.errors import InvalidInputError
 from solvers.flow import LayerFlow
 from solvers.integrators import EULER, RK2, RK4, Tableau, extrapolation_step, rk_step
 from solvers.operators import attention, layer_norm
+from solvers.validation import choice
 from solvers.weights import BackendLayer
 
 LAYER_NORMS = ("post", "pre", "none")
@@ -152,10 +153,7 @@ def lie_step(
     score_bias: Array | None = None,
 ) -> Array:
     """One Lie step of size dt of a single layer's flow: the Transformer layer at dt = 1."""
-    if norm not in LAYER_NORMS:
-        raise InvalidInputError(
-            f"unknown norm {norm!r}; allowed: {', '.join(repr(n) for n in LAYER_NORMS)}"
-        )
+    choice("norm", norm, LAYER_NORMS)
     return LIE.step(_SingleLayerFlow(bk, layer, norm, score_bias), 0, bk.asarray(0), u, dt)
 
 
@@ -163,8 +161,8 @@ class _SingleLayerFlow(LayerFlow):
     """The flow of one layer with no forcing, for stepping a layer outside a Problem."""
 
     def __init__(self, bk: Backend, layer: BackendLayer, norm: str, score_bias: Array | None):
-        self.bk, self.norm, self.score_bias, self.manufactured = bk, norm, score_bias, None
-        self.feature_weights = None
+        self.problem, self.bk, self.norm, self.score_bias = None, bk, norm, score_bias
+        self.manufactured = self.feature_weights = None
         self._layer = layer
 
     def layer(self, n: int, t: Array) -> BackendLayer:

@@ -158,14 +158,6 @@ class LayerWeights:
     def d_ff(self) -> int:
         return self.w1.shape[1]
 
-    @property
-    def norms_are_projections(self) -> bool:
-        """True when both norms are the projection P onto S1: eps = 0, scalar gains > 0."""
-        return self.eps == 0 and all(
-            gain.ndim == 0 and bias.ndim == 0 and gain > 0
-            for gain, bias in (self.norm1, self.norm2)
-        )
-
     def on(self, bk: Backend) -> BackendLayer:
         """These weights rounded into `bk` and packed (computed once per backend)."""
         key = bk.key

@@ -87,7 +87,7 @@ class ArbBackend(Backend):
                 continue
             magnitude = float(np.max(np.abs(working.to_float64(result)), initial=0.0))
             radius = working.max_radius(result)
-            target = 10.0**-self.digits * magnitude
+            target = 10.0**-self.digits * (magnitude if magnitude > 0 else 1.0)
             if radius <= target or not np.isfinite(radius):
                 break
             guard += math.ceil(math.log2(radius / target)) + MARGIN_BITS

@@ -15,6 +15,8 @@ The native floats round every operation to their own format (numpy and BLAS).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import scipy.linalg
 
@@ -35,13 +37,15 @@ class NativeFloatBackend(Backend):
         """Round numbers, float arrays or decimal strings to the format.
 
         Strings are parsed in long double and rounded once (a ball "[m +/- r]" gives its
-        midpoint m); other objects (Fractions, mpf, arb) go through float(). A finite value
-        that overflows the format is an error.
+        midpoint m); a Fraction p/q is rounded as long double p / q; other objects (mpf,
+        arb) go through float(). A finite value that overflows the format is an error.
         """
         source = np.asarray(value)
         if source.dtype.kind in "US":
             source = ball_midpoints(source)
-        if source.dtype.kind in "USO":
+        if source.dtype.kind == "O":
+            source = np.vectorize(_exact_enough, otypes=[np.longdouble])(source)
+        if source.dtype.kind in "US":
             source = source.astype(np.longdouble)
         with np.errstate(over="ignore", invalid="ignore"):
             rounded = source.astype(self.dtype)
@@ -131,6 +135,13 @@ class MixedPrecisionBackend(NativeFloatBackend):
         centred = wide - mean
         variance = np.average(centred * centred, axis=-1, weights=weights, keepdims=True)
         return mean.astype(self.dtype), variance.astype(self.dtype)
+
+
+def _exact_enough(x: object) -> np.longdouble:
+    """One object as long double: p / q for a Fraction (no detour through float64)."""
+    if isinstance(x, Fraction):
+        return np.longdouble(x.numerator) / np.longdouble(x.denominator)
+    return np.longdouble(x)
 
 
 def _ml_finfo(dtype: np.dtype):

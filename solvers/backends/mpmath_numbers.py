@@ -64,7 +64,7 @@ class MpmathBackend(Backend):
             and source.size
             and all(isinstance(x, self.context.mpf) for x in source.flat)
         ):
-            return source
+            return source.copy()
         if source.dtype.kind in "US":
             source = ball_midpoints(source)
         if source.dtype.kind == "f" and source.dtype.itemsize > 8:

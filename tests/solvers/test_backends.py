@@ -213,3 +213,17 @@ def test_convert_between_number_systems():
     assert np.array_equal(as_float, (values / 7))
     half = convert(thirds, mp, "float16")
     assert half.dtype == np.float16 and np.array_equal(half, (values / 7).astype(np.float16))
+
+
+def test_longdouble_rounds_fractions_once():
+    from fractions import Fraction
+
+    bk = backend("longdouble")
+    third = bk.asarray(Fraction(1, 3))
+    assert third == np.longdouble(1) / np.longdouble(3)
+    assert third != np.longdouble(1 / 3)  # not through float64
+
+
+def test_arb_certifies_a_result_that_is_exactly_zero():
+    zero = backend("arb", 20).certify(lambda working: working.asarray(np.zeros(3)))
+    assert all(ball.is_zero() for ball in zero)

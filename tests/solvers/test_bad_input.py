@@ -209,3 +209,45 @@ def test_non_finite_kernel_values_name_the_weight():
     broken = dataclasses.replace(layer, k1=lambda z, y: np.log(z - 0.5))  # NaN below z = 1/2
     with pytest.raises(InvalidInputError, match=r"w1 must be finite, got nan"):
         discretize(broken, Grid(4, 4, 4, 4))
+
+
+def test_problem_keeps_its_own_copy_of_the_data(layer, rng):
+    u0 = rng.standard_normal((5, 8))
+    problem = Problem(u0, PiecewiseControls([layer]), 1)
+    before = solve(problem)
+    u0 += 1.0
+    assert np.array_equal(solve(problem), before)
+    assert not problem.u0.flags.writeable
+
+
+def test_manufactured_solutions_need_the_uniform_feature_grid(layer):
+    from solvers.exact import ManufacturedSolution
+
+    star = ManufacturedSolution(4, 8)
+    weights = np.linspace(1, 2, 8) / np.linspace(1, 2, 8).sum()
+    with pytest.raises(InvalidInputError, match="cannot be combined with feature_weights"):
+        Problem(
+            star.initial(),
+            PiecewiseControls([layer]),
+            1,
+            feature_weights=weights,
+            manufactured=star,
+        )
+
+
+def test_strang_needs_one_constraint_set_per_layer(rng):
+    layer = dataclasses.replace(LayerWeights.random(8, 2, 16, rng), norm2=(2.0, 0.5))
+    problem = Problem(rng.standard_normal((4, 8)), PiecewiseControls([layer]), 1)
+    assert np.isfinite(solve(problem, "lie")).all()  # the Transformer alternates between two
+    with pytest.raises(InvalidInputError, match="norm1 and norm2 must be equal"):
+        solve(problem, "strang-rk2")
+
+
+def test_projection_takes_high_precision_sigmas():
+    import mpmath
+
+    bk = backend("mpmath", 30)
+    with bk.active():
+        u = bk.asarray(np.array([[1.0, 2.0, 4.0]]))
+        p = project_to_s1(bk, u, mpmath.mpf("0.5"), mpmath.mpf(2))
+    assert np.allclose(bk.to_float64(p).mean(), 0.5) and np.allclose(bk.to_float64(p).std(), 2)
