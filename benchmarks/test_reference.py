@@ -35,7 +35,7 @@ def test_reference_step(benchmark, problem, name):
     method = Reference()
     with bk.active():
         flow = LayerFlow(problem, bk)
-        u = flow.project(0, bk.asarray(problem.u0))
+        u = flow.project(0, bk.asarray(0), bk.asarray(problem.u0))
         t, h = bk.asarray(0), bk.asarray(1) / 4
 
     def run():

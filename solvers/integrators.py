@@ -13,6 +13,7 @@ from fractions import Fraction
 from solvers.backends import Array, Backend
 
 Field = Callable[[Array, Array], Array]
+"""f(t, u) -> du/dt; it must return a fresh array (the steppers update it in place)."""
 
 
 @dataclass(frozen=True)
@@ -39,20 +40,30 @@ RK4 = Tableau(
 )
 
 
+def scaled(bk: Backend, h: Array, fraction: Fraction) -> Array:
+    """fraction * h, without a multiplication when the fraction is 1."""
+    return h if fraction == 1 else h * bk.asarray(fraction)
+
+
 def rk_step(bk: Backend, field: Field, t: Array, u: Array, h: Array, tableau: Tableau) -> Array:
-    """One step of the explicit Runge-Kutta `tableau` from (t, u) with step h."""
+    """u + h sum_i b_i k_i with k_i = f(t + c_i h, u + h sum_j a_ij k_j): one explicit
+    Runge-Kutta step of `tableau` from (t, u).
+
+    The stages are fresh arrays the field returned, so the final combination scales them
+    in place (the float paths' cost is their temporaries).
+    """
     stages: list[Array] = []
     for a_row, c in zip(tableau.a, tableau.c, strict=True):
         state = u
         for a, k in zip(a_row, stages, strict=False):
             if a:
-                state = state + k * (h * bk.asarray(a))
-        stages.append(field(t + h * bk.asarray(c) if c else t, state))
+                state = state + k * scaled(bk, h, a)
+        stages.append(field(t + scaled(bk, h, c) if c else t, state))
     result = None
     for b, k in zip(tableau.b, stages, strict=True):
         if b:
-            term = k * (h * bk.asarray(b))
-            result = term if result is None else result + term
+            k *= scaled(bk, h, b)
+            result = k if result is None else result + k
     result += u
     return result
 

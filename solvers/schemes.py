@@ -29,7 +29,7 @@ import numpy as np
 from solvers.backends import Array, Backend
 from solvers.errors import InvalidInputError
 from solvers.flow import LayerFlow
-from solvers.integrators import EULER, RK2, RK4, Tableau, extrapolation_step, rk_step
+from solvers.integrators import EULER, RK2, RK4, Tableau, extrapolation_step, rk_step, scaled
 from solvers.operators import attention, layer_norm
 from solvers.validation import choice
 from solvers.weights import BackendLayer
@@ -77,7 +77,7 @@ class Splitting(SteppingMethod):
         bk = flow.bk
         clock = t
         for term, fraction, advances in self.sequence:
-            size = h * bk.asarray(fraction)
+            size = scaled(bk, h, fraction)
             frozen = clock
             evaluate = flow.attention_term if term == "attention" else flow.ffn_term
 
