@@ -1,0 +1,199 @@
+"""Order estimation that knows when not to trust itself.
+
+`estimate_order(hs, errors)` fits log e = log C + p log h by least squares on the
+asymptotic window of the levels and returns the order p with a 95% confidence interval,
+which levels it used, which it dropped and why, and a verdict:
+
+- NO-LIMIT: the errors do not decrease (no fitted decay, the finest error not below the
+  coarsest, or a third of the refinements raising the error by more than half: an
+  oscillation): the sequence has no limit at these step sizes.
+- FLOOR: the first level whose error lies within `floor_factor` of the precision floor
+  and every finer one are dropped (rounding accumulates as steps shrink), and so are
+  finest levels whose error no longer decreases by 10%; if fewer than 3 levels remain
+  the verdict is FLOOR.
+- PRE-ASYMPTOTIC: coarse levels are dropped one at a time while the log-log curve of the
+  window still bends (a quadratic term significant at 95% against the residual noise,
+  taken as at least 0.2%; reason "pre-asymptotic"); if the last 3 levels still disagree
+  (local orders apart by more than 20%), the verdict is PRE-ASYMPTOTIC.
+- With an expected order q: PASS if q lies in the interval or |p - q| <= tolerance,
+  SUPERCONVERGENT if the whole interval lies above q + tolerance, FAIL otherwise.
+  Without one: PASS.
+
+`richardson(hs, values)` is the reference-free three-level estimate: the observed order
+from three solutions on step sizes with a constant ratio r, the Richardson-extrapolated
+limit, and a grid-convergence-index style error bound 1.25 |u3 - u2| / (r^p - 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+from solvers.errors import InvalidInputError
+
+PASS, SUPERCONVERGENT, PRE_ASYMPTOTIC, FLOOR, FAIL, NO_LIMIT = (
+    "PASS", "SUPERCONVERGENT", "PRE-ASYMPTOTIC", "FLOOR", "FAIL", "NO-LIMIT",
+)  # fmt: skip
+STAGNATION = 0.9
+"""The finest level is at a floor when its error is above this fraction of the previous."""
+MIN_RELATIVE_NOISE = 0.002
+"""The smallest noise assumed in log e (0.2%): exact data still allow small wiggles."""
+
+
+@dataclass(frozen=True)
+class OrderEstimate:
+    """The fitted order, its 95% interval, the verdict, and what was used or dropped."""
+
+    order: float
+    interval: tuple[float, float]
+    constant: float
+    verdict: str
+    used: list[int]
+    dropped: dict[int, str]
+    expected: float | None
+    hs: list[float]
+    errors: list[float]
+
+    def to_json(self) -> dict:
+        record = asdict(self)
+        record["dropped"] = {str(k): v for k, v in self.dropped.items()}
+        return record
+
+
+def _fit(log_h: np.ndarray, log_e: np.ndarray) -> tuple[float, float, float, float]:
+    """Slope, intercept, standard error of the slope, residual standard deviation."""
+    n = len(log_h)
+    slope, intercept = np.polyfit(log_h, log_e, 1)
+    residuals = log_e - (slope * log_h + intercept)
+    dof = max(n - 2, 1)
+    sigma = math.sqrt(float(residuals @ residuals) / dof) if n > 2 else 0.0
+    spread = float(((log_h - log_h.mean()) ** 2).sum())
+    return float(slope), float(intercept), sigma / math.sqrt(spread), sigma
+
+
+def estimate_order(
+    hs: Sequence[float],
+    errors: Sequence[float],
+    *,
+    expected: float | None = None,
+    tolerance: float = 0.1,
+    floor: float = 0.0,
+    floor_factor: float = 10.0,
+    confidence: float = 0.95,
+) -> OrderEstimate:
+    """Order of convergence of `errors` against step sizes `hs` (see the module docstring)."""
+    h = np.asarray(hs, dtype=np.float64)
+    e = np.asarray(errors, dtype=np.float64)
+    if h.ndim != 1 or h.shape != e.shape or len(h) < 3:
+        raise InvalidInputError(
+            f"need at least 3 step sizes and as many errors, got {h.shape} and {e.shape}"
+        )
+    if not (np.isfinite(h).all() and (h > 0).all()):
+        raise InvalidInputError(f"step sizes must be finite and positive, got {list(hs)}")
+    if not (np.isfinite(e).all() and (e >= 0).all()):
+        raise InvalidInputError(f"errors must be finite and non-negative, got {list(errors)}")
+    order_of = np.argsort(-h)  # coarse to fine
+    h, e = h[order_of], e[order_of]
+    levels = [int(i) for i in order_of]
+    dropped: dict[int, str] = {}
+
+    def result(
+        verdict, slope=float("nan"), lo=float("nan"), hi=float("nan"), c=float("nan"), used=()
+    ):
+        return OrderEstimate(
+            order=slope, interval=(lo, hi), constant=c, verdict=verdict,
+            used=[levels[i] for i in used], dropped=dropped, expected=expected,
+            hs=[float(x) for x in hs], errors=[float(x) for x in errors],
+        )  # fmt: skip
+
+    # once a level reaches the floor, the finer ones are rounding too (it accumulates)
+    at_floor = np.flatnonzero((e <= floor_factor * floor) | (e == 0))
+    first_floor = int(at_floor[0]) if len(at_floor) else len(h)
+    keep = list(range(first_floor))
+    for i in range(first_floor, len(h)):
+        dropped[levels[i]] = (
+            f"at or past the precision floor: within a factor {floor_factor:g} of {floor:.3g}"
+        )
+    positive = e > 0
+    if positive.sum() >= 2:
+        slope_all = np.polyfit(np.log(h[positive]), np.log(e[positive]), 1)[0]
+        ratios = e[positive][1:] / e[positive][:-1]
+        jumps = np.mean(ratios > 1.5)  # clear increases: an oscillation, not noise
+        if slope_all <= 0.1 or e[positive][-1] >= e[positive][0] or jumps >= 1 / 3:
+            return result(NO_LIMIT)
+    while len(keep) > 3 and e[keep[-1]] >= STAGNATION * e[keep[-2]]:
+        dropped[levels[keep[-1]]] = "floor: the error stopped decreasing"
+        keep = keep[:-1]
+    if len(keep) < 3:
+        return result(FLOOR if dropped else NO_LIMIT)
+
+    window = keep
+    while len(window) > 3 and _curved(np.log(h[window]), np.log(e[window])):
+        dropped[levels[window[0]]] = "pre-asymptotic: the log-log curve still bends there"
+        window = window[1:]
+    log_h, log_e = np.log(h[window]), np.log(e[window])
+    slope, intercept, se, _ = _fit(log_h, log_e)
+    quantile = stats.t.ppf(0.5 + confidence / 2, max(len(window) - 2, 1))
+    lo, hi = slope - quantile * se, slope + quantile * se
+    local = np.diff(log_e) / np.diff(log_h)
+    if len(window) == 3 and abs(local[1] - local[0]) > max(0.2 * abs(slope), 0.2):
+        return result(PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
+    if expected is None or lo <= expected <= hi or abs(slope - expected) <= tolerance:
+        verdict = PASS
+    elif lo > expected + tolerance:
+        verdict = SUPERCONVERGENT
+    else:
+        verdict = FAIL
+    return result(verdict, slope, lo, hi, math.exp(intercept), window)
+
+
+def _curved(log_h: np.ndarray, log_e: np.ndarray) -> bool:
+    """Is the quadratic term of log e in log h significant (t-test at 95%)?
+
+    The noise is taken as at least MIN_RELATIVE_NOISE, so exact data with a slight bend
+    keep their levels while a bend far above the noise drops the coarsest level.
+    """
+    design = np.vander(log_h - log_h.mean(), 3)
+    coefficients, *_ = np.linalg.lstsq(design, log_e, rcond=None)
+    residuals = log_e - design @ coefficients
+    dof = len(log_h) - 3
+    sigma = max(math.sqrt(float(residuals @ residuals) / dof), MIN_RELATIVE_NOISE)
+    covariance = np.linalg.inv(design.T @ design) * sigma**2
+    return abs(coefficients[0]) / math.sqrt(covariance[0, 0]) > stats.t.ppf(0.975, dof)
+
+
+@dataclass(frozen=True)
+class RichardsonEstimate:
+    """Observed order from three levels, extrapolated limit and its error bound."""
+
+    order: float
+    limit: np.ndarray
+    error_bound: float
+
+
+def richardson(hs: Sequence[float], values: Sequence[np.ndarray], safety: float = 1.25):
+    """Three solutions u1, u2, u3 on step sizes h1 > h2 > h3 with h1/h2 = h2/h3 = r.
+
+    p = log(|u1 - u2| / |u2 - u3|) / log r (max norms), limit u3 + (u3 - u2) / (r^p - 1),
+    bound safety * |u3 - u2| / (r^p - 1).
+    """
+    if len(hs) != 3 or len(values) != 3:
+        raise InvalidInputError(f"richardson needs exactly 3 levels, got {len(hs)}")
+    h1, h2, h3 = (float(x) for x in hs)
+    if not h1 > h2 > h3 > 0 or not math.isclose(h1 / h2, h2 / h3, rel_tol=1e-9):
+        raise InvalidInputError(f"step sizes must decrease with a constant ratio, got {list(hs)}")
+    u1, u2, u3 = (np.asarray(v, dtype=np.float64) for v in values)
+    r = h1 / h2
+    coarse, fine = float(np.abs(u1 - u2).max()), float(np.abs(u2 - u3).max())
+    if fine == 0 or coarse <= fine:
+        raise InvalidInputError(
+            f"the differences do not shrink (|u1 - u2| = {coarse:.3g}, |u2 - u3| = {fine:.3g}): "
+            "no observed order"
+        )
+    p = math.log(coarse / fine) / math.log(r)
+    factor = r**p - 1
+    return RichardsonEstimate(p, u3 + (u3 - u2) / factor, safety * fine / factor)
