@@ -1,0 +1,168 @@
+"""Time-step refinement studies: errors of each method against a reference as dt -> 0.
+
+`time_step_study` solves a problem with each method at each steps_per_unit m (any
+sequence, dt = 1/m) and measures, at every layer boundary and at the final time, the
+max-abs error, the relative Frobenius error and the per-token max error against a
+reference:
+
+- "exact": the problem's manufactured solution, or the uniform-attention solution;
+- "reference": the extrapolation reference (order 24, ReLU events) at `reference_steps`;
+- "richardson": no reference; each level is compared with the next finer level of the
+  same method (|u_m - u_m'| ~ C h^p (1 - (m/m')^p): the order of the error itself), so
+  the finest level has no entry of its own.
+
+The order of each method comes from `estimate_order` on the final-time max-abs errors,
+with the precision floor at 100 unit roundoffs of the backend times the solution size.
+`splitting_table` runs {Lie, Strang} x {Euler, RK2, RK4, exact} x {ambient, tangent}.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from convergence.order import OrderEstimate, estimate_order
+from solvers import Problem, backend, solve_layers
+from solvers.backends import Backend
+from solvers.errors import InvalidInputError
+from solvers.exact import uniform_attention_solution
+from solvers.problem import METHODS
+from solvers.provenance import versions
+
+REFERENCES = ("exact", "reference", "richardson")
+FLOOR_ROUNDOFFS = 100
+
+
+@dataclass(frozen=True)
+class MethodConvergence:
+    """One method's errors per level (rows: steps_per_unit) and its estimated order."""
+
+    method: str
+    steps_per_unit: list[int]
+    max_abs: list[float]
+    relative_frobenius: list[float]
+    per_token_max: list[list[float]]
+    max_abs_per_layer: list[list[float]]
+    estimate: OrderEstimate
+
+
+@dataclass(frozen=True)
+class TimeStepStudy:
+    """Every method's convergence, with the inputs and provenance."""
+
+    methods: list[MethodConvergence]
+    reference: str
+    precision: str
+    configuration: dict[str, object]
+    versions: dict[str, str]
+    wall_time: float
+
+    def to_json(self) -> dict:
+        """Plain JSON data (floats are written with repr by json, which round-trips)."""
+        record = asdict(self)
+        for method, convergence in zip(record["methods"], self.methods, strict=True):
+            method["estimate"] = convergence.estimate.to_json()
+        return record
+
+
+def _reference_layers(problem: Problem, reference: str, bk: Backend, steps: int) -> np.ndarray:
+    if reference == "exact":
+        if problem.manufactured is not None:
+            with bk.active():
+                times = range(int(np.ceil(problem.t_final)) + 1)
+                states = [
+                    problem.manufactured.state(bk, bk.asarray(min(t, problem.t_final)))
+                    for t in times
+                ]
+                return bk.to_float64(np.stack(states))
+        final = bk.to_float64(uniform_attention_solution(problem, bk))
+        return final[None]
+    return bk.to_float64(solve_layers(problem, "reference", steps, bk))
+
+
+def time_step_study(
+    problem: Problem,
+    methods: Sequence[str],
+    steps_per_unit: Sequence[int],
+    *,
+    reference: str = "reference",
+    precision: str | Backend = "float64",
+    reference_steps: int = 8,
+    expected: dict[str, float] | None = None,
+    configuration: dict[str, object] | None = None,
+) -> TimeStepStudy:
+    """Errors and orders of `methods` over `steps_per_unit` (see the module docstring)."""
+    if reference not in REFERENCES:
+        raise InvalidInputError(f"unknown reference {reference!r}; allowed: {REFERENCES}")
+    if len(steps_per_unit) < 3:
+        raise InvalidInputError(f"a study needs at least 3 step counts, got {list(steps_per_unit)}")
+    for name in methods:
+        if name not in METHODS:
+            raise InvalidInputError(f"unknown method {name!r}; allowed: {', '.join(METHODS)}")
+    started = time.perf_counter()
+    bk = backend(precision)
+    steps = sorted(int(m) for m in steps_per_unit)
+    exact = (
+        None
+        if reference == "richardson"
+        else _reference_layers(problem, reference, bk, reference_steps)
+    )
+    results = []
+    for name in methods:
+        runs = [bk.to_float64(solve_layers(problem, name, m, bk)) for m in steps]
+        if exact is None:  # successive differences
+            used, truths, runs = steps[:-1], runs[1:], runs[:-1]
+        else:
+            used, truths = steps, [exact] * len(runs)
+        truth = truths[-1]
+        layer_errors = [
+            np.abs(run[-len(ref) :] - ref) for run, ref in zip(runs, truths, strict=True)
+        ]
+        final = [err[-1] for err in layer_errors]
+        size = float(np.abs(truth[-1]).max())
+        estimate = estimate_order(
+            [1 / m for m in used],
+            [float(f.max()) for f in final],
+            expected=(expected or {}).get(name),
+            floor=FLOOR_ROUNDOFFS * bk.unit_roundoff * size,
+        )
+        results.append(
+            MethodConvergence(
+                method=name,
+                steps_per_unit=used,
+                max_abs=[float(f.max()) for f in final],
+                relative_frobenius=[
+                    float(np.linalg.norm(f) / np.linalg.norm(truth[-1])) for f in final
+                ],
+                per_token_max=[f.max(axis=-1).ravel().tolist() for f in final],
+                max_abs_per_layer=[
+                    err.reshape(len(err), -1).max(axis=1).tolist() for err in layer_errors
+                ],
+                estimate=estimate,
+            )
+        )
+    return TimeStepStudy(
+        methods=results,
+        reference=reference,
+        precision=repr(bk),
+        configuration={"norm": problem.norm, "t_final": problem.t_final, **(configuration or {})},
+        versions=versions(),
+        wall_time=time.perf_counter() - started,
+    )
+
+
+STRANG_VARIANTS = tuple(
+    f"strang-{solver}{suffix}"
+    for solver in ("euler", "rk2", "rk4", "exact")
+    for suffix in ("", "-ambient")
+)
+SPLITTING_METHODS = ("lie", *STRANG_VARIANTS)
+
+
+def splitting_table(problem: Problem, steps_per_unit: Sequence[int], **options) -> TimeStepStudy:
+    """The splitting-error table: Lie and every Strang variant (see schemes.STRANGS)."""
+    expected = {name: float(METHODS[name].order) for name in SPLITTING_METHODS}
+    return time_step_study(problem, SPLITTING_METHODS, steps_per_unit, expected=expected, **options)

@@ -1,0 +1,61 @@
+"""time_step_study and splitting_table on a manufactured post-LN problem, in float64."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from convergence.order import PASS
+from convergence.time_step import SPLITTING_METHODS, splitting_table, time_step_study
+from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem
+from solvers.exact import ManufacturedSolution
+
+EXPECTED = {"lie": 1, "strang-rk2": 2, "projected-rk4": 4, "ambient-rk4": 1}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(1)
+    star = ManufacturedSolution(5, 6)
+    layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7) for _ in range(2)]
+    layers = [dataclasses.replace(w, b1=w.b1 + 2.5) for w in layers]
+    return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)
+
+
+@pytest.mark.parametrize("reference", ["exact", "richardson"])
+def test_orders_pass_against_the_exact_solution_and_without_a_reference(problem, reference):
+    study = time_step_study(
+        problem,
+        list(EXPECTED),
+        [8, 16, 32, 64, 128, 256],
+        reference=reference,
+        expected=EXPECTED,
+        configuration={"seed": 1},
+    )
+    for method in study.methods:
+        assert method.estimate.verdict == PASS, (method.method, method.estimate)
+        assert abs(method.estimate.order - EXPECTED[method.method]) <= 0.1
+        assert len(method.max_abs_per_layer[0]) == 3  # t = 0, 1, 2
+        assert len(method.per_token_max[0]) == 5
+    record = json.loads(json.dumps(study.to_json()))
+    assert record["configuration"] == {"norm": "post", "t_final": 2.0, "seed": 1}
+
+
+def test_splitting_table_covers_every_variant(problem):
+    table = splitting_table(problem, [16, 32, 64, 128], reference="richardson")
+    assert [m.method for m in table.methods] == list(SPLITTING_METHODS)
+    orders = {m.method: m.estimate.order for m in table.methods}
+    assert abs(orders["strang-rk2"] - 2) < 0.15 and abs(orders["strang-rk2-ambient"] - 1) < 0.15
+    assert abs(orders["strang-euler"] - 1) < 0.15
+
+
+def test_study_rejects(problem):
+    with pytest.raises(InvalidInputError, match="at least 3 step counts"):
+        time_step_study(problem, ["lie"], [8, 16])
+    with pytest.raises(InvalidInputError, match="unknown method 'heun'"):
+        time_step_study(problem, ["heun"], [8, 16, 32])
+    with pytest.raises(InvalidInputError, match="unknown reference 'oracle'"):
+        time_step_study(problem, ["lie"], [8, 16, 32], reference="oracle")
