@@ -9,8 +9,9 @@ which levels it used, which it dropped and why, and a verdict:
   oscillation): the sequence has no limit at these step sizes.
 - FLOOR: the first level whose error lies within `floor_factor` of the precision floor
   and every finer one are dropped (rounding accumulates as steps shrink), and so are
-  finest levels whose error no longer decreases by 10%; if fewer than 3 levels remain
-  the verdict is FLOOR.
+  finest levels whose local order falls below half the median local order before them
+  (the error stagnates, wanders or grows); if fewer than 3 levels remain the verdict is
+  FLOOR.
 - PRE-ASYMPTOTIC: coarse levels are dropped one at a time while the log-log curve of the
   window still bends (a quadratic term significant at 95% against the residual noise,
   taken as at least 0.2%; reason "pre-asymptotic"); if the last 3 levels still disagree
@@ -41,8 +42,8 @@ from solvers.errors import InvalidInputError
 PASS, SUPERCONVERGENT, PRE_ASYMPTOTIC, FLOOR, FAIL, NO_LIMIT = (
     "PASS", "SUPERCONVERGENT", "PRE-ASYMPTOTIC", "FLOOR", "FAIL", "NO-LIMIT",
 )  # fmt: skip
-STAGNATION = 0.9
-"""The finest level is at a floor when its error is above this fraction of the previous."""
+FLOOR_ORDER_FRACTION = 0.5
+"""A finest level is at the floor when its local order is below this fraction of the rest's."""
 MIN_RELATIVE_NOISE = 0.002
 """The smallest noise assumed in log e (0.2%): exact data still allow small wiggles."""
 
@@ -121,16 +122,13 @@ def estimate_order(
         dropped[levels[i]] = (
             f"at or past the precision floor: within a factor {floor_factor:g} of {floor:.3g}"
         )
-    positive = e > 0
-    if positive.sum() >= 2:
-        slope_all = np.polyfit(np.log(h[positive]), np.log(e[positive]), 1)[0]
-        ratios = e[positive][1:] / e[positive][:-1]
-        jumps = np.mean(ratios > 1.5)  # clear increases: an oscillation, not noise
-        if slope_all <= 0.1 or e[positive][-1] >= e[positive][0] or jumps >= 1 / 3:
+    keep = _drop_rounding_tail(h, e, keep, levels, dropped)
+    if len(keep) >= 2:
+        kept_h, kept_e = h[keep], e[keep]
+        slope_all = np.polyfit(np.log(kept_h), np.log(kept_e), 1)[0]
+        jumps = np.mean(kept_e[1:] / kept_e[:-1] > 1.5)  # clear increases: an oscillation
+        if slope_all <= 0.1 or kept_e[-1] >= kept_e[0] or jumps >= 1 / 3:
             return result(NO_LIMIT)
-    while len(keep) > 3 and e[keep[-1]] >= STAGNATION * e[keep[-2]]:
-        dropped[levels[keep[-1]]] = "floor: the error stopped decreasing"
-        keep = keep[:-1]
     if len(keep) < 3:
         return result(FLOOR if dropped else NO_LIMIT)
 
@@ -162,6 +160,37 @@ def estimate_order(
     else:
         verdict = FAIL
     return result(verdict, slope, lo, hi, math.exp(intercept), window)
+
+
+def _drop_rounding_tail(h, e, keep, levels, dropped) -> list[int]:
+    """Drop the finest levels where rounding has taken over.
+
+    Only when the sequence converges (median local order above 0.5): every level past the
+    smallest error, and then a finest level whose local order against the previous kept
+    level is below half the median before it (the error stagnates, wanders or grows as
+    rounding accumulates), is a floor level.
+    """
+    keep = list(keep)
+    if len(keep) < 3:
+        return keep
+    lowest = int(np.argmin(e[keep]))
+    if 2 <= lowest < len(keep) - 1:
+        prefix = keep[: lowest + 1]
+        local = np.diff(np.log(e[prefix])) / np.diff(np.log(h[prefix]))
+        if np.median(local) > 0.5:  # converged down to the minimum, then rounding took over
+            for i in keep[lowest + 1 :]:
+                dropped[levels[i]] = "floor: past the smallest error, rounding accumulates"
+            keep = prefix
+    while len(keep) > 3:
+        local = np.diff(np.log(e[keep])) / np.diff(np.log(h[keep]))
+        typical = float(np.median(local[:-1]))
+        if typical <= 0.5 or local[-1] >= FLOOR_ORDER_FRACTION * typical:
+            break
+        dropped[levels[keep[-1]]] = (
+            f"floor: local order {local[-1]:.2f} against {typical:.2f} before it (rounding)"
+        )
+        keep = keep[:-1]
+    return keep
 
 
 def _curved(log_h: np.ndarray, log_e: np.ndarray) -> bool:

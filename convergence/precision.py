@@ -1,0 +1,98 @@
+"""The precision ladder: one scheme in several number systems, each one's floor located.
+
+Errors against a reference (the exact solution, or the extrapolation reference at
+`reference_precision`) fall with the step size until rounding stops them; the level
+where they stop decreasing is that number system's floor. `estimate_order` finds it
+(levels at the end that no longer decrease by 10% are dropped as "floor"); the floor
+reported is the smallest error reached there, or None when the errors were still
+decreasing at the finest level (no floor above the smallest error).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from convergence.order import OrderEstimate, estimate_order
+from solvers import Problem, backend, solve
+from solvers.backends import Backend, convert
+from solvers.exact import uniform_attention_solution
+from solvers.provenance import versions
+
+
+@dataclass(frozen=True)
+class PrecisionLadder:
+    """Errors per precision (keyed by repr) over steps_per_unit, floors and orders."""
+
+    method: str
+    steps_per_unit: list[int]
+    errors: dict[str, list[float]]
+    floors: dict[str, float | None]
+    estimates: dict[str, OrderEstimate]
+    reference: str
+    versions: dict[str, str]
+    wall_time: float
+
+    def to_json(self) -> dict:
+        record = asdict(self)
+        record["estimates"] = {k: v.to_json() for k, v in self.estimates.items()}
+        return record
+
+
+def precision_ladder(
+    problem: Problem,
+    method: str,
+    steps_per_unit: Sequence[int],
+    precisions: Sequence[str | Backend],
+    *,
+    reference_precision: str | Backend | None = None,
+    reference_steps: int = 8,
+) -> PrecisionLadder:
+    """Solve with `method` at each step count in each precision; locate every floor.
+
+    The reference is the problem's exact solution (manufactured or uniform attention)
+    when it has one, else the extrapolation reference at `reference_precision` (mpmath
+    at 60 digits by default).
+    """
+    started = time.perf_counter()
+    steps = sorted(int(m) for m in steps_per_unit)
+    high = backend("mpmath", 60) if reference_precision is None else backend(reference_precision)
+    with high.active():
+        if problem.manufactured is not None:
+            exact = problem.manufactured.state(high, high.asarray(problem.t_final))
+            source = "manufactured solution"
+        else:
+            try:
+                exact = uniform_attention_solution(problem, high)
+                source = "uniform-attention solution"
+            except ValueError:
+                exact = solve(problem, "reference", reference_steps, high)
+                source = f"reference method, {reference_steps} steps per unit"
+        scale = float(np.abs(high.to_float64(exact)).max())
+    errors, floors, estimates = {}, {}, {}
+    for precision in precisions:
+        bk = backend(precision)
+        name = repr(bk)
+        errors[name] = []
+        for m in steps:
+            # the difference is taken in the reference's precision, not after rounding
+            got = convert(solve(problem, method, m, bk), bk, high)
+            with high.active():
+                errors[name].append(float(np.abs(high.to_float64(got - exact)).max()) / scale)
+        estimate = estimate_order([1 / m for m in steps], errors[name])
+        at_floor = [i for i, reason in estimate.dropped.items() if reason.startswith("floor")]
+        estimates[name] = estimate
+        floors[name] = min(errors[name][i] for i in at_floor) if at_floor else None
+    return PrecisionLadder(
+        method=method,
+        steps_per_unit=steps,
+        errors=errors,
+        floors=floors,
+        estimates=estimates,
+        reference=f"{source} in {high!r}",
+        versions=versions(),
+        wall_time=time.perf_counter() - started,
+    )
