@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,8 +22,11 @@ from solvers.backends import Array, Backend
 from solvers.controls import PiecewiseControls
 from solvers.errors import InvalidInputError
 
+if TYPE_CHECKING:  # problem.py imports this module
+    from solvers.problem import Problem
 
-def uniform_attention_solution(problem, bk: Backend) -> Array:
+
+def uniform_attention_solution(problem: Problem, bk: Backend) -> Array:
     """u(t_final) of a uniform-attention problem (see the module docstring), in bk."""
     if not isinstance(problem.controls, PiecewiseControls):
         raise InvalidInputError("the uniform-attention solution needs PiecewiseControls")

@@ -15,6 +15,8 @@ flow exactly.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from solvers.backends import Array, Backend
 from solvers.operators import (
     attention,
@@ -25,11 +27,14 @@ from solvers.operators import (
 )
 from solvers.weights import BackendLayer
 
+if TYPE_CHECKING:  # problem.py imports this module
+    from solvers.problem import Problem
+
 
 class LayerFlow:
     """Terms, tangent projection and projection of a problem's flow, in backend `bk`."""
 
-    def __init__(self, problem, bk: Backend) -> None:
+    def __init__(self, problem: Problem, bk: Backend) -> None:
         self.problem = problem
         self.bk = bk
         self.norm = problem.norm

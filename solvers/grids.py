@@ -19,6 +19,7 @@ On the uniform grid (trapezoid everywhere) this is a standard Transformer layer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,7 +73,7 @@ class Grid:
         _, weights = self.axis("features")
         return None if np.all(weights == weights[0]) else weights
 
-    def sample(self, f) -> np.ndarray:
+    def sample(self, f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
         """Initial data u0[i, k] = f(x_i, y_k) on the token and feature nodes."""
         (x, _), (y, _) = self.axis("tokens"), self.axis("features")
         return np.asarray(f(x[:, None], y[None, :]), dtype=np.float64)
@@ -100,7 +101,7 @@ def discretize(layer: ContinuousLayer, grid: Grid) -> LayerWeights:
 
 def attention_at(
     layer: ContinuousLayer,
-    f,
+    f: Callable[[np.ndarray, np.ndarray], np.ndarray],
     grid: Grid,
     x: np.ndarray,
     zeta: np.ndarray,
