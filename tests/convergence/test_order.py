@@ -46,6 +46,16 @@ def test_pre_asymptotic_coarse_levels_are_dropped_with_their_reason():
     assert estimate.order == pytest.approx(2, abs=0.1)
 
 
+def test_a_saturating_coarse_end_is_dropped_as_pre_asymptotic():
+    # e = 1 - exp(-h^2): order 2 as h -> 0, saturating at 1 for the coarse levels; the
+    # bend is not a quadratic in log h, so only the prediction test catches it
+    hs = 2.0 ** np.arange(2, -7, -1)
+    estimate = estimate_order(hs, 1 - np.exp(-(hs**2)), expected=2)
+    assert estimate.verdict == PASS and estimate.order == pytest.approx(2, abs=0.05)
+    assert {0, 1} <= set(estimate.dropped)
+    assert all(reason.startswith("pre-asymptotic") for reason in estimate.dropped.values())
+
+
 def test_a_precision_floor_is_dropped_with_its_reason():
     errors = np.maximum(HS**4, 1e-8 * (1 + 0.3 * np.sin(np.arange(len(HS)))))
     estimate = estimate_order(HS, errors, expected=4, floor=1e-8)
