@@ -18,7 +18,7 @@ otherwise it is the torch-style layer norm, which is not a projection.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -196,6 +196,20 @@ class LayerWeights:
             eps=rounded("eps", self.eps),
             scale=rounded("scale", self.scale),
         )
+
+    def scaled(self, factor: float) -> LayerWeights:
+        """These weights with every attention and FFN map and bias multiplied by `factor` > 0.
+
+        The norms, eps and the attention scale are kept. With s = factor the scores grow
+        like s^2, and the terms are s (b_o + b_2) plus s^2 times the value-output and the
+        two-layer FFN products (relu is positively homogeneous): the weight scale of a
+        Transformer, sweeping the field's size.
+        """
+        factor = float(finite_array("factor", factor, ()))
+        if factor <= 0:
+            raise InvalidInputError(f"factor must be > 0, got {factor!r}")
+        maps = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
+        return replace(self, **{name: getattr(self, name) * factor for name in maps})
 
     @classmethod
     def random(

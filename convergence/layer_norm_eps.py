@@ -1,0 +1,168 @@
+"""What eps > 0 in a torch-style layer norm does to the time-step limit (MODEL.md section 4).
+
+With scalar gain sigma2 > 0 and bias sigma1, LN_eps(x) = sigma2 (x - mean x) /
+sqrt(var x + eps) + sigma1 keeps the direction of x - mean x and sets the variance to
+sigma2^2 var / (var + eps). Its fixed points are the rows with mean sigma1 and variance
+sigma2^2 - eps: the sphere S1 of the smaller gain sqrt(sigma2^2 - eps). Off that set it
+pulls the variance back only partly (a variance offset delta becomes
+eps delta / (sigma2^2 + delta)), so the Lie scheme U <- LN_eps(U + dt G(U)) leaves an
+O(dt) normal offset and converges, at order 1, to the projected flow on the shrunken
+sphere. `lie_limit` builds that limit problem (eps = 0, gain sqrt(sigma2^2 - eps)), and
+`eps_limit_study` measures both claims: the Lie scheme's order towards it for each eps,
+and the distance of the shrunken-set flow from the eps = 0 flow against eps, with the
+power of eps fitted by `estimate_order` (eps in the role of the step size).
+
+Configurations without such a limit raise UndefinedOperationError: per-feature gains or
+biases and negative gains (the LN map is then not idempotent and the refined scheme
+collapses, see convergence.limit), post-LN layers whose two norms differ, and eps >= sigma2^2
+(the shrunken set is empty).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from convergence.order import OrderEstimate, estimate_order
+from convergence.time_step import MethodConvergence, time_step_study
+from solvers import PiecewiseControls, Problem, backend, solve_layers
+from solvers.backends import Backend
+from solvers.errors import InvalidInputError, UndefinedOperationError
+from solvers.provenance import versions
+from solvers.weights import LayerWeights
+
+
+def _scalar_norm(n: int, name: str, pair: tuple[np.ndarray, np.ndarray]) -> tuple[float, float]:
+    """(gain, bias) of a norm whose gain is one positive number and bias one number."""
+    gain, bias = (np.ravel(part) for part in pair)
+    if np.ptp(gain) or np.ptp(bias):
+        raise UndefinedOperationError(
+            f"layer {n} {name} has per-feature gain or bias: the LN map is not idempotent and "
+            "the refined Lie scheme has no meaningful time-step limit (see convergence.limit)"
+        )
+    if gain[0] <= 0:
+        raise UndefinedOperationError(
+            f"layer {n} {name} has gain {float(gain[0])!r} <= 0: the LN map is not idempotent"
+        )
+    return float(gain[0]), float(bias[0])
+
+
+def _limit_layer(n: int, layer: LayerWeights) -> LayerWeights:
+    norms = [_scalar_norm(n, name, getattr(layer, name)) for name in ("norm1", "norm2")]
+    if norms[0] != norms[1]:
+        raise UndefinedOperationError(
+            f"layer {n}: norm1 {norms[0]} and norm2 {norms[1]} differ; the Lie limit then is "
+            "not the projected flow on one constraint set"
+        )
+    gain, bias = norms[0]
+    if layer.eps >= gain**2:
+        raise UndefinedOperationError(
+            f"layer {n}: eps = {layer.eps!r} >= gain^2 = {gain**2!r}; the set "
+            "{var = gain^2 - eps} that LN_eps fixes is empty"
+        )
+    shrunken = (math.sqrt(gain**2 - layer.eps), bias)
+    return dataclasses.replace(layer, norm1=shrunken, norm2=shrunken, eps=0.0)
+
+
+def lie_limit(problem: Problem) -> Problem:
+    """The problem whose flow is the Lie scheme's time-step limit (module docstring).
+
+    Post-LN with scalar norms: eps -> 0 and gain sigma2 -> sqrt(sigma2^2 - eps) in every
+    layer. Pre-LN and no norm: the problem itself (eps only changes a smooth field).
+    """
+    if problem.norm != "post":
+        return problem
+    if not isinstance(problem.controls, PiecewiseControls):
+        raise InvalidInputError(
+            "the Lie limit of post-LN layers is built for PiecewiseControls (a Transformer "
+            "stack), got SmoothControls"
+        )
+    layers = [_limit_layer(n, w) for n, w in enumerate(problem.controls.layers)]
+    return dataclasses.replace(problem, controls=PiecewiseControls(layers))
+
+
+def with_eps(problem: Problem, eps: float) -> Problem:
+    """`problem` with every layer norm's eps set to `eps` (piecewise controls)."""
+    if not isinstance(problem.controls, PiecewiseControls):
+        raise InvalidInputError("eps studies need PiecewiseControls, got SmoothControls")
+    layers = [dataclasses.replace(w, eps=eps) for w in problem.controls.layers]
+    return dataclasses.replace(problem, controls=PiecewiseControls(layers))
+
+
+@dataclass(frozen=True)
+class EpsLimitStudy:
+    """Per eps: the Lie scheme's convergence towards its limit, and the limit's distance
+    (max-abs at the final time, and per layer boundary) from the eps = 0 flow."""
+
+    eps: list[float]
+    convergence: list[MethodConvergence]
+    distance: list[float]
+    distance_per_layer: list[list[float]]
+    distance_fit: OrderEstimate
+    reference: str
+    precision: str
+    versions: dict[str, str]
+    wall_time: float
+
+    def to_json(self) -> dict:
+        record = asdict(self)
+        for entry, convergence in zip(record["convergence"], self.convergence, strict=True):
+            entry["estimate"] = convergence.estimate.to_json()
+        record["distance_fit"] = self.distance_fit.to_json()
+        return record
+
+
+def eps_limit_study(
+    problem: Problem,
+    eps_values: Sequence[float],
+    steps_per_unit: Sequence[int],
+    *,
+    precision: str | Backend = "float64",
+    reference_steps: int = 8,
+) -> EpsLimitStudy:
+    """The Lie scheme with LN_eps, for each eps, against the shrunken-set flow; and that
+    flow's distance from the eps = 0 flow, fitted as C eps^q (expected q = 1).
+
+    `problem` is post-LN with scalar norms; its own eps is replaced by each value.
+    Both flows come from the extrapolation reference at `reference_steps` per unit.
+    """
+    if problem.norm != "post":
+        raise InvalidInputError(f"eps studies are for post-LN problems, got norm {problem.norm!r}")
+    eps_values = [float(e) for e in eps_values]
+    if len(eps_values) < 3 or not all(math.isfinite(e) and e > 0 for e in eps_values):
+        raise InvalidInputError(
+            f"eps_values must be at least 3 positive numbers (to fit the power), got {eps_values}"
+        )
+    started = time.perf_counter()
+    bk = backend(precision)
+    eps0 = solve_layers(lie_limit(with_eps(problem, 0.0)), "reference", reference_steps, bk)
+    convergence, distance, per_layer = [], [], []
+    for eps in eps_values:
+        studied = with_eps(problem, eps)
+        limit = lie_limit(studied)
+        study = time_step_study(
+            studied, ["lie"], steps_per_unit, limit=limit, expected={"lie": 1.0},
+            precision=bk, reference_steps=reference_steps,
+        )  # fmt: skip
+        convergence.append(study.methods[0])
+        shrunken = solve_layers(limit, "reference", reference_steps, bk)
+        with bk.active():
+            gap = np.abs(bk.to_float64(shrunken - eps0)).reshape(len(eps0), -1).max(axis=1)
+        distance.append(float(gap[-1]))
+        per_layer.append(gap.tolist())
+    return EpsLimitStudy(
+        eps=eps_values,
+        convergence=convergence,
+        distance=distance,
+        distance_per_layer=per_layer,
+        distance_fit=estimate_order(eps_values, distance, expected=1.0),
+        reference=f"extrapolation reference, {reference_steps} steps per unit",
+        precision=repr(bk),
+        versions=versions(),
+        wall_time=time.perf_counter() - started,
+    )

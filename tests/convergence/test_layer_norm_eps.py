@@ -1,0 +1,97 @@
+"""eps > 0 layer norms: order 1 towards the shrunken-set flow, O(eps) away from eps = 0."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from convergence.layer_norm_eps import eps_limit_study, lie_limit, with_eps
+from convergence.order import PASS
+from solvers import (
+    InvalidInputError,
+    LayerWeights,
+    PiecewiseControls,
+    Problem,
+    UndefinedOperationError,
+    solve,
+)
+from solvers.controls import SmoothControls
+
+EPS = [1e-2, 1e-3, 1e-4, 1e-5]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    u0 = np.random.default_rng(0).standard_normal((5, 8))
+    layers = [LayerWeights.random(8, 2, 16, seed, weight_scale=0.7) for seed in range(2)]
+    # every hidden pre-activation stays positive: a smooth field, a cheap reference
+    layers = [dataclasses.replace(w, b1=w.b1 + 2.5) for w in layers]
+    return Problem(u0, PiecewiseControls(layers), 2.0)
+
+
+@pytest.fixture(scope="module")
+def study(problem):
+    return eps_limit_study(problem, EPS, [16, 32, 64, 128, 256])
+
+
+def test_lie_with_eps_converges_at_order_one_to_the_shrunken_set_flow(study):
+    for eps, convergence in zip(study.eps, study.convergence, strict=True):
+        estimate = convergence.estimate
+        assert estimate.verdict == PASS, (eps, estimate)
+        assert estimate.order == pytest.approx(1, abs=0.1)
+
+
+def test_the_shrunken_set_flow_is_order_eps_from_the_eps_zero_flow(study):
+    fit = study.distance_fit
+    assert fit.verdict == PASS and fit.order == pytest.approx(1, abs=0.02)
+    # the finest Lie error is below the eps = 1e-2 distance: the limit is not eps = 0
+    assert study.convergence[0].max_abs[-1] < study.distance[0]
+    json.dumps(study.to_json())
+
+
+def test_against_the_eps_zero_flow_the_lie_error_stalls_at_the_distance(problem, study):
+    # a truth the study did not produce: the Lie scheme with eps = 1e-2 at a fine step,
+    # compared with the eps = 0 flow, is as far from it as the shrunken-set flow is
+    fine = solve(with_eps(problem, 1e-2), "lie", 1024)
+    eps0 = solve(problem, "reference", 8)
+    assert np.abs(fine - eps0).max() == pytest.approx(study.distance[0], rel=0.3)
+
+
+def test_lie_limit_shrinks_the_gain_and_keeps_other_norms(problem):
+    limit = lie_limit(with_eps(problem, 0.19))
+    for layer in limit.controls.layers:
+        assert layer.eps == 0 and float(layer.norm1[0]) == pytest.approx(0.9)
+    pre = dataclasses.replace(problem, norm="pre")
+    assert lie_limit(pre) is pre
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(norm1=(np.linspace(0.5, 1.5, 8), 0.0), norm2=(np.linspace(0.5, 1.5, 8), 0.0)),
+         "per-feature gain or bias"),
+        (dict(norm1=(-1.0, 0.0), norm2=(-1.0, 0.0)), "gain -1.0 <= 0"),
+        (dict(norm2=(2.0, 0.0)), "norm1 .* and norm2 .* differ"),
+        (dict(eps=1.0), "eps = 1.0 >= gain"),
+    ],
+    ids=["per-feature", "negative-gain", "different-norms", "empty-set"],
+)  # fmt: skip
+def test_configurations_without_this_limit_are_refused(problem, change, message):
+    layers = [dataclasses.replace(w, **change) for w in problem.controls.layers]
+    with pytest.raises(UndefinedOperationError, match=message):
+        lie_limit(dataclasses.replace(problem, controls=PiecewiseControls(layers)))
+
+
+def test_bad_input(problem):
+    smooth = dataclasses.replace(
+        problem, controls=SmoothControls(problem.controls.layers, [0.0, 2.0], 2)
+    )
+    with pytest.raises(InvalidInputError, match="PiecewiseControls"):
+        lie_limit(smooth)
+    with pytest.raises(InvalidInputError, match="at least 3 positive numbers"):
+        eps_limit_study(problem, [1e-2, 0.0, 1e-3], [8, 16, 32])
+    with pytest.raises(InvalidInputError, match="post-LN"):
+        eps_limit_study(dataclasses.replace(problem, norm="pre"), EPS, [8, 16, 32])
