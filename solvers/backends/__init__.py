@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solvers.backends.base import Array, Backend
+from solvers.backends.base import Array, Backend, exact_decimals
 from solvers.errors import InvalidInputError
 
 FIXED_PRECISION = ("float16", "bfloat16", "float32", "float64", "longdouble")
@@ -69,15 +69,24 @@ def backend(name: str | Backend, digits: int | None = None) -> Backend:
 
 
 def convert(value: Array, source: str | Backend, target: str | Backend) -> Array:
-    """An array of `source` numbers as `target` numbers, through decimal strings.
+    """An array of `source` numbers as `target` numbers.
 
-    Lossless when `target` is at least as precise as `source` (float formats round once);
-    a ball becomes its midpoint unless `target` is arb, which reads the whole ball.
+    Exact when `target` is at least as precise as `source`, and correctly rounded once
+    otherwise: binary floats go as numbers (every float16, bfloat16 and float32 is a
+    float64; longdouble through its exact decimal expansion), mpmath and arb numbers
+    through decimal strings; a ball becomes its midpoint unless `target` is arb, which
+    reads the whole ball.
     """
     source, target = backend(source), backend(target)
-    strings = source.to_strings(value)
+    dtype = getattr(source, "dtype", None)
+    if dtype is None:
+        numbers = source.to_strings(value)
+    elif dtype.itemsize > 8:
+        numbers = exact_decimals(np.asarray(value, dtype=dtype))
+    else:
+        numbers = source.to_float64(value)
     with target.active():
-        return target.asarray(strings)
+        return target.asarray(numbers)
 
 
 __all__ = ["BACKEND_NAMES", "Array", "Backend", "backend", "convert"]

@@ -27,7 +27,7 @@ import flint
 import numpy as np
 from mpmath.libmp import dps_to_prec, repr_dps
 
-from solvers.backends.base import Array, Backend, matmul_by_matrix
+from solvers.backends.base import Array, Backend, exact_decimals, matmul_by_matrix
 from solvers.errors import InvalidInputError, NumericalBreakdownError, UndefinedOperationError
 
 FIRST_GUARD_BITS = 32
@@ -122,7 +122,7 @@ class ArbBackend(Backend):
     def asarray(self, value: object, name: str = "value") -> Array:
         source = np.asarray(value)
         if source.dtype.kind == "f" and source.dtype.itemsize > 8:
-            source = np.vectorize(lambda x: np.format_float_scientific(x, unique=True))(source)
+            source = exact_decimals(source)
         with self.active():
             return np.asarray(self._convert(source.astype(object)), dtype=object)
 

@@ -18,6 +18,7 @@ the number system needs (python-flint's working precision) and restores it after
 from __future__ import annotations
 
 import contextlib
+import decimal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -180,6 +181,25 @@ def matmul_by_matrix(a: Array, b: Array, product: Callable[[Array, Array], Any])
     for index in np.ndindex(batch):
         out[index] = np.asarray(product(a[index], b[index]), dtype=object).reshape(out.shape[-2:])
     return out
+
+
+def exact_decimals(values: np.ndarray) -> np.ndarray:
+    """The exact decimal expansions of binary floats (any width, e.g. longdouble).
+
+    A binary float m 2^-k has a finite decimal expansion of at most k digits after the
+    point; reading it into a wider format is exact, where the shortest round-trip
+    string would be rounded a second time (0.1 in float64 is not the decimal 0.1).
+    """
+
+    def expansion(x: np.floating) -> str:
+        if not np.isfinite(x):
+            return str(float(x))
+        numerator, denominator = x.as_integer_ratio()
+        digits = len(str(abs(numerator))) + denominator.bit_length()
+        with decimal.localcontext(decimal.Context(prec=digits)):
+            return str(decimal.Decimal(numerator) / decimal.Decimal(denominator))
+
+    return np.vectorize(expansion, otypes=[str])(values)
 
 
 def ball_midpoints(strings: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import mpmath
 import numpy as np
 from mpmath.libmp import dps_to_prec, repr_dps, to_str
 
-from solvers.backends.base import Array, Backend, ball_midpoints, matmul_by_matrix
+from solvers.backends.base import Array, Backend, ball_midpoints, exact_decimals, matmul_by_matrix
 from solvers.errors import InvalidInputError
 
 
@@ -68,7 +68,7 @@ class MpmathBackend(Backend):
         if source.dtype.kind in "US":
             source = ball_midpoints(source)
         if source.dtype.kind == "f" and source.dtype.itemsize > 8:
-            source = np.vectorize(lambda x: np.format_float_scientific(x, unique=True))(source)
+            source = exact_decimals(source)
         return self._objects(self._convert(source.astype(object)))
 
     def to_float64(self, value: Array) -> np.ndarray:

@@ -215,6 +215,18 @@ def test_convert_between_number_systems():
     assert half.dtype == np.float16 and np.array_equal(half, (values / 7).astype(np.float16))
 
 
+@pytest.mark.parametrize("source", ["float16", "bfloat16", "float32", "float64", "longdouble"])
+@pytest.mark.parametrize("target", ["mpmath", "arb"])
+def test_binary_floats_convert_exactly_into_high_precision(source, target):
+    bk = backend(source)
+    values = bk.to_output(bk.asarray([0.1, 1 / 3, -2.5e-7, 12345.678]))
+    wide = convert(values, bk, backend(target, 60))
+    for value, number in zip(values.flat, wide.flat, strict=True):
+        numerator, denominator = np.longdouble(value).as_integer_ratio()
+        # exact: the binary value itself, not its shortest decimal string (0.1 != 1/10)
+        assert number * denominator == numerator
+
+
 def test_longdouble_rounds_fractions_once():
     from fractions import Fraction
 
