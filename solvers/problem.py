@@ -180,16 +180,20 @@ def solve_layers(
                 )
     bk = resolve_backend(backend)
 
-    def integrate(working: Backend) -> Array:
+    def computation(working: Backend) -> Array:
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
-            return _integrate(problem, method, steps_per_unit, working)
+            return integrate(LayerFlow(problem, working), method, steps_per_unit)
 
-    return bk.to_output(bk.certify(integrate))
+    return bk.to_output(bk.certify(computation))
 
 
-def _integrate(problem: Problem, method: SteppingMethod, steps_per_unit: int, bk: Backend) -> Array:
-    """The states at the layer boundaries, in the backend bk (already active)."""
-    flow = LayerFlow(problem, bk)
+def integrate(flow: LayerFlow, method: SteppingMethod, steps_per_unit: int) -> Array:
+    """The states at the layer boundaries of flow.problem, in flow.bk (already active).
+
+    The driver behind `solve_layers`, exposed for instrumented flows (a LayerFlow
+    subclass that records what the method evaluates); no validation, no certification.
+    """
+    problem, bk = flow.problem, flow.bk
     if problem.manufactured is not None:
         u = problem.manufactured.state(bk, bk.asarray(0))
     else:

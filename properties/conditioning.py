@@ -1,0 +1,481 @@
+"""Measured conditioning (issue 6): the LN projection near constant rows, attention as the
+temperature falls (beta = 1 / temperature grows).
+
+- LN projection. At v = c 1 + s w (w a fixed mean-zero direction of unit population
+  variance, so std(v) = s) P is the radial projection onto a sphere of radius
+  R = sigma2 sqrt(d) around sigma1 1 in the mean-zero subspace, whose derivative in a
+  tangent direction t (mean zero, orthogonal to w) has norm R / |v - mean v| = sigma2 / s.
+  The measured constant is the central difference |P(v + h t) - P(v - h t)| / (2 h |t|),
+  h = relative_step * s, whose truncation error is O((h / s)^2) relatively; computed by
+  default in mpmath with 30 digits, where rounding stays far below it even at s = 1e-6.
+  Rounding: each P is off by 8 (2 + kappa + log2 d) u size per entry (properties.invariants,
+  kappa = max|v| / s, size = |sigma1| + sigma2 sqrt(d)) and v +- h t by u max|v| per entry,
+  which P amplifies by sigma2 / s; against the measured difference 2 h |t| sigma2 / s that
+  is a relative error e(s) = (8 (2 + kappa + log2 d) u size / sigma2 + u max|v| / s) s / h.
+  Points with e(s) > 1% are dropped (reason "rounding": float32 resolves only s >~ 1e-2).
+  log L = log C + slope log s is fitted by least squares on the rest; expected slope -1
+  and C = sigma2.
+- Attention. With the scores multiplied by beta (the `scale` field of LayerWeights
+  replaced by beta * scale), the local Lipschitz constant of U -> A_beta(U) is the spectral
+  norm of its Jacobian, measured by central differences over every coordinate (step
+  relative_step * max(1, max|U|) / beta, so that the scores move by the same amount at
+  every beta). Two regimes, both measured rather than assumed: a row whose top scores
+  are tied (distinct values, equal keys) never saturates and the score term
+  sum_j P_ij dS_ij (V_j - Vbar_i) grows linearly in beta; a row with a unique maximum
+  saturates, the score term decays like beta exp(-beta gap), and the constant returns to
+  that of hard attention U -> sum_h H_h U Wv_h Wo_h (H_h the argmax rows, ties shared).
+  The distance of A_beta(U) to hard attention decays like exp(-beta gap), gap the smallest
+  difference between a row's top score and the best score outside its tie (at beta = 1).
+  Growth exponents are least-squares fits on the large-beta tail, decay rates on the
+  asymptotic window beta gap >= 3 (where the local slope -gap / (1 + exp(-beta gap)) of
+  log distance is within 5% of -gap), both with 95% intervals (Student t); distances
+  within 10 times the derived rounding bound of attention (properties.invariants) are
+  left out of the decay fit.
+- Bad input (a step that is not positive, an empty sweep, non-finite values) raises
+  InvalidInputError naming the parameter; LayerWeights rejects non-finite weights on
+  construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from properties.claim_check import FAILS, HOLDS
+from properties.invariants import (
+    P_ALLOWANCE,
+    attention_heads,
+    attention_rounding_bound,
+    head_magnitudes,
+    rounding_gamma,
+)
+from solvers import LayerWeights, backend
+from solvers.backends import Backend
+from solvers.errors import InvalidInputError
+from solvers.operators import attention, project_to_s1
+from solvers.provenance import versions
+from solvers.validation import finite_array, positive_int
+
+DEFAULT_STDS = tuple(10.0 ** (-k / 2) for k in range(13))  # 1 down to 1e-6: six decades
+DEFAULT_BETAS = tuple(2.0 ** (k / 3) for k in range(31))  # 1 .. 1024, three per octave
+DECAY_WINDOW = 3.0
+"""The decay is fitted where beta gap >= 3: there the local slope of log distance,
+-gap / (1 + exp(-beta gap)), is within 5% of -gap."""
+ROUNDING_LIMIT = 0.01
+"""LN points whose derived relative rounding error exceeds this are left out of the fit."""
+FLOOR_FACTOR = 10.0
+"""Distances to hard attention within this factor of the rounding bound are not fitted."""
+
+
+def _plain(x: float) -> float | str:
+    """A float for JSON: finite values as they are, nan and inf as their repr."""
+    x = float(x)
+    return x if math.isfinite(x) else repr(x)
+
+
+def _sweep(name: str, values: object) -> np.ndarray:
+    array = finite_array(name, values)
+    if array.ndim != 1 or array.size == 0:
+        raise InvalidInputError(f"{name} must be a non-empty 1-D sweep, got shape {array.shape}")
+    if (array <= 0).any():
+        raise InvalidInputError(f"{name} must be > 0, got {float(array[array <= 0][0])!r}")
+    if array.size < 3:
+        raise InvalidInputError(f"{name} needs at least 3 values for a fit, got {array.size}")
+    return array
+
+
+def _positive(name: str, value: object) -> float:
+    number = float(finite_array(name, value, ()))
+    if number <= 0:
+        raise InvalidInputError(f"{name} must be > 0, got {number!r}")
+    return number
+
+
+def _confidence(value: object) -> float:
+    number = float(finite_array("confidence", value, ()))
+    if not 0 < number < 1:
+        raise InvalidInputError(f"confidence must lie in (0, 1), got {number!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class Fit:
+    """y = intercept + slope x by least squares, with confidence intervals (Student t)."""
+
+    slope: float
+    slope_interval: tuple[float, float]
+    intercept: float
+    intercept_interval: tuple[float, float]
+    points: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "slope": _plain(self.slope),
+            "slope_interval": [_plain(x) for x in self.slope_interval],
+            "intercept": _plain(self.intercept),
+            "intercept_interval": [_plain(x) for x in self.intercept_interval],
+            "points": self.points,
+        }
+
+
+def fit_line(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> Fit:
+    """Least-squares line y = a + b x with `confidence` intervals for a and b (n >= 3 points).
+
+    Standard errors from the residuals, s = sqrt(sum r^2 / (n - 2)), se(b) = s / sqrt(Sxx),
+    se(a) = s sqrt(1 / n + mean(x)^2 / Sxx) (scipy.stats.linregress takes them from
+    1 - r^2, which cancels to 0 on data this close to a line); half-widths are Student t
+    quantiles (scipy.stats.t) with n - 2 degrees of freedom. Fewer than 3 points: all nan.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = len(x)
+    if n < 3:
+        nan = float("nan")
+        return Fit(nan, (nan, nan), nan, (nan, nan), n)
+    centred = x - x.mean()
+    spread = float(centred @ centred)
+    b = float(centred @ (y - y.mean())) / spread
+    a = float(y.mean() - b * x.mean())
+    residuals = y - (a + b * x)
+    sigma = math.sqrt(float(residuals @ residuals) / (n - 2))
+    quantile = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
+    db = quantile * sigma / math.sqrt(spread)
+    da = quantile * sigma * math.sqrt(1 / n + x.mean() ** 2 / spread)
+    return Fit(b, (b - db, b + db), a, (a - da, a + da), n)
+
+
+@dataclass(frozen=True)
+class LayerNormConditioning:
+    """Measured Lipschitz constants of P at rows of std `stds`, and the fitted power law.
+
+    `lipschitz[k]` is measured at std `stds[k]`; `scaled` = lipschitz * std (expected sigma2);
+    `rounding[k]` the derived relative rounding error of lipschitz[k]; `fitted` the stds
+    kept (rounding <= ROUNDING_LIMIT). `slope` of log L against log std (expected -1) with
+    its interval, and the constant C = exp(intercept) (expected sigma2) with its interval,
+    over the fitted points; `decades` is the span of the fitted stds. `verdict` is holds
+    when at least 3 points are fitted, the slope interval contains -1 or
+    |slope + 1| <= tolerance, and likewise for C / sigma2.
+    """
+
+    stds: list[float]
+    lipschitz: list[float]
+    scaled: list[float]
+    rounding: list[float]
+    fitted: list[float]
+    slope: float
+    slope_interval: tuple[float, float]
+    constant: float
+    constant_interval: tuple[float, float]
+    expected_constant: float
+    decades: float
+    verdict: str
+    inputs: dict[str, Any]
+    versions: dict[str, str] = field(default_factory=versions)
+    wall_time: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON data (nan and inf as repr strings)."""
+        record = dataclasses.asdict(self)
+        record["lipschitz"] = [_plain(x) for x in self.lipschitz]
+        record["scaled"] = [_plain(x) for x in self.scaled]
+        record["rounding"] = [_plain(x) for x in self.rounding]
+        for key in ("slope", "constant", "expected_constant", "decades"):
+            record[key] = _plain(record[key])
+        for key in ("slope_interval", "constant_interval"):
+            record[key] = [_plain(x) for x in record[key]]
+        return record
+
+
+def layer_norm_conditioning(
+    stds: Sequence[float] = DEFAULT_STDS,
+    *,
+    d: int = 16,
+    offset: float = 0.7,
+    sigma1: float = 0.0,
+    sigma2: float = 1.0,
+    relative_step: float = 1e-4,
+    direction: np.ndarray | None = None,
+    seed: int = 0,
+    precision: str | Backend | None = None,
+    confidence: float = 0.95,
+    tolerance: float = 0.05,
+) -> LayerNormConditioning:
+    """Lipschitz constant of P(V) = sigma2 (V - mean V) / std V + sigma1 at V = offset + s w.
+
+    For each s in `stds`: L(s) = |P(v + h t) - P(v - h t)| / (2 h |t|), h = relative_step s,
+    t a tangent direction (mean zero, orthogonal to w); expected sigma2 / s. Then the fit
+    log L = log C + slope log s (module docstring). `direction` w (length d) defaults to a
+    Gaussian draw from default_rng(seed); it is made mean-zero with unit variance. Domain:
+    stds > 0 (at least 3), d >= 3, sigma2 > 0, relative_step > 0. precision None means
+    mpmath with 30 digits.
+    """
+    started = time.perf_counter()
+    s = _sweep("stds", stds)
+    d = positive_int("d", d)
+    if d < 3:
+        raise InvalidInputError(f"d must be >= 3 (room for a tangent direction), got {d}")
+    offset = float(finite_array("offset", offset, ()))
+    sigma1 = float(finite_array("sigma1", sigma1, ()))
+    sigma2 = _positive("sigma2", sigma2)
+    relative_step = _positive("relative_step", relative_step)
+    confidence = _confidence(confidence)
+    tolerance = _positive("tolerance", tolerance)
+    bk = backend("mpmath", 30) if precision is None else backend(precision)
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(d) if direction is None else finite_array("direction", direction, (d,))
+    w = w - w.mean()
+    if not np.std(w) > 0:
+        raise InvalidInputError("direction must not be constant (it has no mean-zero part)")
+    t = rng.standard_normal(d)
+
+    with bk.active():
+        # w, t made mean-zero, unit-variance and orthogonal in the backend's precision
+        wb = bk.asarray(w, "direction")
+        wb -= bk.sum(wb, -1) / d
+        wb /= bk.sqrt(bk.sum(wb * wb, -1) / d)
+        tb = bk.asarray(t)
+        tb -= bk.sum(tb, -1) / d
+        tb -= bk.sum(tb * wb, -1) / bk.sum(wb * wb, -1) * wb
+        tb /= bk.sqrt(bk.sum(tb * tb, -1) / d)
+        spreads = bk.asarray(s[:, None], "stds")
+        rows = bk.asarray(offset) + spreads * wb
+        h = bk.asarray(relative_step) * spreads
+        plus = project_to_s1(bk, rows + h * tb, sigma1, sigma2)
+        minus = project_to_s1(bk, rows - h * tb, sigma1, sigma2)
+        gap = plus - minus
+        length = bk.sqrt(bk.sum(tb * tb, -1))
+        measured = bk.sqrt(bk.sum(gap * gap, -1)) / (2 * h * length)
+        lipschitz = bk.to_float64(measured)[:, 0]
+        scaled = bk.to_float64(measured * spreads)[:, 0]
+        largest = np.max(np.abs(bk.to_float64(rows)), axis=-1)
+    unit = bk.unit_roundoff
+    size = abs(sigma1) + sigma2 * math.sqrt(d)
+    kappa = largest / s
+    rounding = (
+        P_ALLOWANCE * (2 + kappa + math.log2(d)) * unit * size / sigma2 + unit * largest / s
+    ) / relative_step
+    kept = rounding <= ROUNDING_LIMIT
+    fit = fit_line(np.log(s[kept]), np.log(lipschitz[kept]), confidence)
+    constant = math.exp(fit.intercept) if math.isfinite(fit.intercept) else math.nan
+    constant_interval = tuple(
+        math.exp(x) if math.isfinite(x) else math.nan for x in fit.intercept_interval
+    )
+    low, high = fit.slope_interval
+    slope_ok = low <= -1 <= high or abs(fit.slope + 1) <= tolerance
+    low, high = constant_interval
+    constant_ok = low <= sigma2 <= high or abs(constant / sigma2 - 1) <= tolerance
+    return LayerNormConditioning(
+        stds=s.tolist(),
+        lipschitz=lipschitz.tolist(),
+        scaled=scaled.tolist(),
+        rounding=rounding.tolist(),
+        fitted=s[kept].tolist(),
+        slope=fit.slope,
+        slope_interval=fit.slope_interval,
+        constant=constant,
+        constant_interval=constant_interval,
+        expected_constant=sigma2,
+        decades=float(np.log10(s[kept].max() / s[kept].min())) if kept.any() else 0.0,
+        verdict=HOLDS if fit.points >= 3 and slope_ok and constant_ok else FAILS,
+        inputs={
+            "d": d,
+            "offset": offset,
+            "sigma1": sigma1,
+            "sigma2": sigma2,
+            "relative_step": relative_step,
+            "seed": seed,
+            "direction_given": direction is not None,
+            "precision": repr(bk),
+            "confidence": confidence,
+            "tolerance": tolerance,
+        },
+        wall_time=time.perf_counter() - started,
+    )
+
+
+@dataclass(frozen=True)
+class AttentionConditioning:
+    """Attention's local Lipschitz constant and its distance to hard attention against beta.
+
+    Per beta in `betas`: `lipschitz` (spectral norm of the measured Jacobian at U),
+    `saturation` (mean over heads and rows of max_j P_ij: 1 is one-hot), `distance_to_hard`
+    (max |A_beta(U) - A_hard(U)| / max |A_hard(U)|). `growth` fits log L against log beta
+    on `growth_betas` (exponent 1: linear growth); `hard_lipschitz` is the constant of hard
+    attention, the limit of saturated rows. `decay` fits log distance against beta on
+    `decay_betas` (slope -score_gap expected), `score_gap` the smallest gap between a row's
+    top score and the best score outside its tie, at beta = 1.
+    """
+
+    betas: list[float]
+    lipschitz: list[float]
+    saturation: list[float]
+    distance_to_hard: list[float]
+    growth: Fit
+    growth_betas: list[float]
+    hard_lipschitz: float
+    score_gap: float
+    decay: Fit
+    decay_betas: list[float]
+    rounding_floor: list[float]
+    inputs: dict[str, Any]
+    versions: dict[str, str] = field(default_factory=versions)
+    wall_time: float = 0.0
+
+    @property
+    def growth_exponent(self) -> float:
+        """The fitted power of beta in the Lipschitz constant on the large-beta tail."""
+        return self.growth.slope
+
+    @property
+    def decay_rate(self) -> float:
+        """-slope of log distance_to_hard against beta (expected: score_gap)."""
+        return -self.decay.slope
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON data (nan and inf as repr strings)."""
+        return {
+            "betas": self.betas,
+            "lipschitz": [_plain(x) for x in self.lipschitz],
+            "saturation": self.saturation,
+            "distance_to_hard": [_plain(x) for x in self.distance_to_hard],
+            "growth": self.growth.to_json(),
+            "growth_betas": self.growth_betas,
+            "hard_lipschitz": _plain(self.hard_lipschitz),
+            "score_gap": _plain(self.score_gap),
+            "decay": self.decay.to_json(),
+            "decay_betas": self.decay_betas,
+            "rounding_floor": self.rounding_floor,
+            "inputs": self.inputs,
+            "versions": self.versions,
+            "wall_time": self.wall_time,
+        }
+
+
+def _hard_weights(u: np.ndarray, layer: LayerWeights) -> tuple[np.ndarray, float]:
+    """Hard attention rows H (uniform over each row's tied maxima) and the smallest gap.
+
+    Scores are computed in float64; two scores tie when they differ by at most twice
+    their float64 rounding bound gamma_{d_k + 2d + 6} m_i (properties.invariants).
+    """
+    heads = head_magnitudes(u, layer, None)
+    scores = layer.scale * heads.q @ np.swapaxes(heads.k, -1, -2)
+    unit = backend("float64").unit_roundoff
+    slack = 2 * rounding_gamma(layer.d_k + 2 * layer.d_model + 6, unit)
+    slack = slack * np.max(heads.score_magnitude, -1, keepdims=True)
+    top = np.max(scores, -1, keepdims=True)
+    tied = scores >= top - slack
+    hard = tied / np.sum(tied, -1, keepdims=True)
+    rest = np.max(np.where(tied, -np.inf, scores), -1)
+    return hard, float(np.min(top[..., 0] - rest))
+
+
+def _jacobian_norm(bk: Backend, u: np.ndarray, layer: LayerWeights, step: float) -> float:
+    """Spectral norm of the central-difference Jacobian of A at u (all columns batched)."""
+    n = u.size
+    basis = np.eye(n).reshape(n, *u.shape) * step
+    with bk.active():
+        w = layer.on(bk)
+        plus = attention(bk, bk.asarray(u + basis), w)
+        minus = attention(bk, bk.asarray(u - basis), w)
+        columns = bk.to_float64((plus - minus) / bk.asarray(2 * step))
+    return float(np.linalg.norm(columns.reshape(n, n).T, 2))
+
+
+def attention_conditioning(
+    layer: LayerWeights,
+    u: np.ndarray,
+    betas: Sequence[float] = DEFAULT_BETAS,
+    *,
+    precision: str | Backend = "float64",
+    relative_step: float = 1e-5,
+    fit_from: float | None = None,
+    confidence: float = 0.95,
+) -> AttentionConditioning:
+    """Lipschitz constant of U -> A_beta(U) and distance to hard attention, against beta.
+
+    A_beta is `layer` with its scale multiplied by beta: A_beta(U) = sum_h
+    softmax_rows(beta s Q_h K_h^T) V_h Wo_h + bo. Hard attention A_hard(U) = sum_h H_h V_h
+    Wo_h + bo, H_h uniform over each row's (tied) maximal scores. The growth fit uses
+    betas >= `fit_from` (default: the upper half of the sweep), the decay fit betas with
+    beta gap >= 3 above the rounding floor. Domain: U of shape (N, d), finite;
+    betas > 0 (at least 3); relative_step > 0. See the module docstring for the method.
+    """
+    started = time.perf_counter()
+    if not isinstance(layer, LayerWeights):
+        raise InvalidInputError(f"layer must be a LayerWeights, got {type(layer).__name__}")
+    u = finite_array("u", u, (None, layer.d_model))
+    if u.shape[0] == 0:
+        raise InvalidInputError("u must have at least one token (row), got 0")
+    b = np.sort(_sweep("betas", betas))
+    relative_step = _positive("relative_step", relative_step)
+    confidence = _confidence(confidence)
+    start = b[len(b) // 2] if fit_from is None else _positive("fit_from", fit_from)
+    bk = backend(precision)
+    unit = bk.unit_roundoff
+    hard, gap = _hard_weights(u, layer)
+    size = max(1.0, float(np.max(np.abs(u))))
+
+    # hard attention: H_h V_h Wo_h + bo in the backend, and its (linear) Jacobian
+    with bk.active():
+        w = layer.on(bk)
+        x = bk.asarray(u, "u")
+        _, values, _ = attention_heads(bk, x, w)
+        mixed = bk.matmul(bk.asarray(hard), values)
+        joined = np.swapaxes(mixed, -2, -3).reshape(u.shape[0], layer.heads * layer.d_v)
+        hard_output = bk.matmul(joined, w.w_o)
+        hard_output += w.b_o
+        hard_scale = max(float(np.max(np.abs(bk.to_float64(hard_output)))), np.finfo(float).tiny)
+    value_maps = np.einsum("hdv,hve->hde", layer.wv, layer.wo)
+    hard_jacobian = sum(np.kron(hard[h], value_maps[h].T) for h in range(layer.heads))
+    hard_lipschitz = float(np.linalg.norm(hard_jacobian, 2))
+
+    lipschitz, saturation, distance, floor = [], [], [], []
+    for beta in b:
+        scaled = dataclasses.replace(layer, scale=float(beta) * layer.scale)
+        lipschitz.append(_jacobian_norm(bk, u, scaled, relative_step * size / max(1.0, beta)))
+        with bk.active():
+            ws = scaled.on(bk)
+            weights, _, _ = attention_heads(bk, bk.asarray(u), ws)
+            output = attention(bk, bk.asarray(u), ws)
+            gap_to_hard = float(np.max(np.abs(bk.to_float64(output - hard_output))))
+        saturation.append(float(np.mean(np.max(bk.to_float64(weights), -1))))
+        distance.append(gap_to_hard / hard_scale)
+        bound = float(np.max(attention_rounding_bound(u, scaled, None, unit)))
+        floor.append(FLOOR_FACTOR * 2 * bound / hard_scale)
+
+    lipschitz_a, distance_a, floor_a = np.array(lipschitz), np.array(distance), np.array(floor)
+    tail = b >= start
+    growth = fit_line(np.log(b[tail]), np.log(lipschitz_a[tail]), confidence)
+    above = (b * gap >= DECAY_WINDOW) & (distance_a > floor_a)
+    decay = fit_line(b[above], np.log(distance_a[above]), confidence)
+    return AttentionConditioning(
+        betas=b.tolist(),
+        lipschitz=lipschitz,
+        saturation=saturation,
+        distance_to_hard=distance,
+        growth=growth,
+        growth_betas=b[tail].tolist(),
+        hard_lipschitz=hard_lipschitz,
+        score_gap=gap,
+        decay=decay,
+        decay_betas=b[above].tolist(),
+        rounding_floor=floor,
+        inputs={
+            "precision": repr(bk),
+            "shape": list(u.shape),
+            "d": layer.d_model,
+            "heads": layer.heads,
+            "d_k": layer.d_k,
+            "scale": layer.scale,
+            "relative_step": relative_step,
+            "fit_from": float(start),
+            "confidence": confidence,
+        },
+        wall_time=time.perf_counter() - started,
+    )
