@@ -12,14 +12,14 @@ from solvers import LayerWeights, PiecewiseControls, Problem, backend
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_float_formats_stay_within_the_sqrt_depth_bound_over_24_layers(norm):
+def test_four_float_formats_stay_within_the_sqrt_depth_bound_over_48_layers(norm):
     rng = np.random.default_rng(7)
-    layers = [LayerWeights.random(16, 4, 32, rng) for _ in range(24)]
-    problem = Problem(rng.standard_normal((16, 16)), PiecewiseControls(layers), 24, norm=norm)
+    layers = [LayerWeights.random(16, 4, 32, rng) for _ in range(48)]
+    problem = Problem(rng.standard_normal((16, 16)), PiecewiseControls(layers), 48, norm=norm)
     study = rounding_error_by_depth(
-        problem, ["float32", "float16", "bfloat16"], configuration={"seed": 7}
+        problem, ["float64", "float32", "float16", "bfloat16"], configuration={"seed": 7}
     )
-    assert study.depths == list(range(1, 25))
+    assert study.depths == list(range(1, 49))
     assert study.reference == "backend('mpmath', digits=50)"
     for name, errors in study.errors.items():
         u = study.unit_roundoff[name]
