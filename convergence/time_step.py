@@ -17,7 +17,8 @@ measured against that problem's exact or reference solution, given as `limit`.
 
 The order of each method comes from `estimate_order` on the final-time max-abs errors,
 with the precision floor at 100 unit roundoffs of the backend times the solution size.
-`splitting_table` runs {Lie, Strang} x {Euler, RK2, RK4, exact} x {ambient, tangent}.
+`splitting_table` runs the Transformer's Lie step and {Lie, Strang} x {Euler, RK2, RK4,
+exact} x {ambient, tangent}.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from solvers.errors import InvalidInputError
 from solvers.exact import uniform_attention_solution
 from solvers.problem import METHODS
 from solvers.provenance import versions
+from solvers.schemes import SPLITTINGS
 
 REFERENCES = ("exact", "reference", "richardson")
 FLOOR_ROUNDOFFS = 100
@@ -166,15 +168,10 @@ def time_step_study(
     )
 
 
-STRANG_VARIANTS = tuple(
-    f"strang-{solver}{suffix}"
-    for solver in ("euler", "rk2", "rk4", "exact")
-    for suffix in ("", "-ambient")
-)
-SPLITTING_METHODS = ("lie", *STRANG_VARIANTS)
+SPLITTING_METHODS = tuple(method.name for method in SPLITTINGS)
 
 
 def splitting_table(problem: Problem, steps_per_unit: Sequence[int], **options) -> TimeStepStudy:
-    """The splitting-error table: Lie and every Strang variant (see schemes.STRANGS)."""
+    """The splitting-error table: the Lie step, every Lie and Strang variant (SPLITTINGS)."""
     expected = {name: float(METHODS[name].order) for name in SPLITTING_METHODS}
     return time_step_study(problem, SPLITTING_METHODS, steps_per_unit, expected=expected, **options)

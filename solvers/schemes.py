@@ -125,18 +125,26 @@ STRANG_SEQUENCE = (
 LIE = Splitting("lie", 1, LIE_SEQUENCE, EULER, "ambient", enters_constraint_set=False)
 
 
-def _strang(sub_solver: Tableau | None, sub_field: str) -> Splitting:
+def _splitting(kind: str, sub_solver: Tableau | None, sub_field: str) -> Splitting:
+    """Lie or Strang with a sub-solver (None: the accurate sub-flow) on a sub-field."""
     solver = "exact" if sub_solver is None else sub_solver.name
-    name = f"strang-{solver}" + ("" if sub_field == "tangent" else "-ambient")
-    # order 2 needs sub-solvers of order >= 2 on the tangent sub-fields (MODEL.md section 4)
-    order = 2 if (sub_solver is None or sub_solver.order >= 2) and sub_field == "tangent" else 1
-    return Splitting(name, order, STRANG_SEQUENCE, sub_solver, sub_field)
+    name = f"{kind}-{solver}" + ("" if sub_field == "tangent" else "-ambient")
+    # Lie is first order whatever its sub-solvers; Strang is order 2 only with sub-solvers
+    # of order >= 2 on the tangent sub-fields (MODEL.md section 4)
+    lifted = (sub_solver is None or sub_solver.order >= 2) and sub_field == "tangent"
+    order = 2 if kind == "strang" and lifted else 1
+    sequence = STRANG_SEQUENCE if kind == "strang" else LIE_SEQUENCE
+    return Splitting(name, order, sequence, sub_solver, sub_field)
 
 
+SUB_SOLVERS = (EULER, RK2, RK4, None)
+LIES = tuple(_splitting("lie", solver, field) for solver in SUB_SOLVERS for field in SUB_FIELDS)
+"""Lie with every sub-solver, entering the constraint set (lie-euler-ambient is the
+Transformer's own step, but projects the initial data first)."""
 STRANGS = tuple(
-    _strang(solver, field) for solver in (EULER, RK2, RK4, None) for field in SUB_FIELDS
+    _splitting("strang", solver, field) for solver in SUB_SOLVERS for field in SUB_FIELDS
 )
-SPLITTINGS = (LIE, *STRANGS)
+SPLITTINGS = (LIE, *LIES, *STRANGS)
 UNSPLIT = (
     Unsplit("projected-rk4", 4, RK4, "tangent"),
     Unsplit("ambient-rk4", 1, RK4, "ambient"),
