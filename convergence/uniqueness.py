@@ -1,0 +1,210 @@
+"""Uniqueness of the time-step limit: different methods and precisions converge together.
+
+Each run (method, precision) solves the problem at increasing steps_per_unit m_k. For
+two runs of different methods the differences D_k = max|u_a(m_k) - u_b(m_k)| must
+shrink at the order min(p_a, p_b), fitted by `estimate_order` with the rounding floor
+the two runs' allowances at the finest level (ROUNDING_ALLOWANCE roundings of the
+state's size per step, a stated allowance, not a proven bound); PASS, SUPERCONVERGENT or
+FLOOR (the differences reach rounding) mean the same limit. Two runs of one method in
+different precisions compute the same discrete solutions: their differences stay within
+the sum of the two runs' rounding allowances at every level. Verdicts: "same limit" or
+"different limits".
+
+The methods' orders are those of `METHODS` (the post-LN orders: the ambient Strang
+variants are listed as order 1, though they are order 2 without a projection; the
+check then sees SUPERCONVERGENT, which it accepts).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from convergence.order import OrderEstimate, estimate_order
+from solvers import Problem, backend, solve
+from solvers.backends import Backend
+from solvers.errors import InvalidInputError
+from solvers.problem import METHODS
+from solvers.provenance import versions
+from solvers.schemes import SteppingMethod
+from solvers.validation import choice, positive_int
+
+ROUNDING_ALLOWANCE = 100
+"""Roundings of the state's size allowed per step when comparing solves."""
+SAME_LIMIT_VERDICTS = ("PASS", "SUPERCONVERGENT", "FLOOR")
+"""Verdicts of estimate_order that show two runs share their limit."""
+SAME, DIFFERENT = "same limit", "different limits"
+
+
+def _plain(x: float) -> float | str:
+    """A float for JSON: finite values as they are, nan and inf as their repr."""
+    x = float(x)
+    return x if math.isfinite(x) else repr(x)
+
+
+def _lengths(t_final: float) -> list[float]:
+    end = Fraction(t_final)
+    return [float(min(end, n + 1) - n) for n in range(math.ceil(end))]
+
+
+@dataclass(frozen=True)
+class PairDifference:
+    """Two runs' differences max|u_a(m_k) - u_b(m_k)| over the levels, and the verdict.
+
+    Different methods: `estimate` (estimate_order's result, expected order
+    min(p_a, p_b)); same method: `allowance` (the rounding allowance at every level).
+    """
+
+    first: str
+    second: str
+    expected_order: float | None
+    differences: list[float]
+    estimate: OrderEstimate | None
+    allowance: list[float] | None
+    verdict: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first": self.first,
+            "second": self.second,
+            "expected_order": self.expected_order,
+            "differences": [_plain(x) for x in self.differences],
+            "estimate": None if self.estimate is None else self.estimate.to_json(),
+            "allowance": self.allowance,
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Uniqueness:
+    """Every run (method @ precision) at every level, and every pair's differences."""
+
+    runs: list[str]
+    orders: dict[str, int]
+    steps_per_unit: list[int]
+    pairs: list[PairDifference]
+    verdict: str
+    inputs: dict[str, Any]
+    versions: dict[str, str] = field(default_factory=versions)
+    wall_time: float = 0.0
+
+    def pair(self, first: str, second: str) -> PairDifference:
+        """The pair of these two run labels (in either order)."""
+        for entry in self.pairs:
+            if {entry.first, entry.second} == {first, second}:
+                return entry
+        raise InvalidInputError(f"no pair {first!r}, {second!r}; runs: {self.runs}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "orders": self.orders,
+            "steps_per_unit": self.steps_per_unit,
+            "pairs": [p.to_json() for p in self.pairs],
+            "verdict": self.verdict,
+            "inputs": self.inputs,
+            "versions": self.versions,
+            "wall_time": self.wall_time,
+        }
+
+
+def uniqueness_study(
+    problem: Problem,
+    *,
+    methods: Sequence[str | SteppingMethod] = ("lie", "strang-rk2", "projected-rk4"),
+    precisions: Sequence[str | Backend] | None = None,
+    steps_per_unit: Sequence[int] = (4, 8, 16, 32, 64),
+) -> Uniqueness:
+    """Do different methods and precisions converge to the same limit? (module docstring)
+
+    `precisions` default to float64 and mpmath with 30 digits. At least two runs, and at
+    least 3 distinct positive step counts.
+    """
+    started = time.perf_counter()
+    if not isinstance(problem, Problem):
+        raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
+    resolved = []
+    for method in methods:
+        if isinstance(method, SteppingMethod):
+            resolved.append(method)
+        else:
+            resolved.append(METHODS[choice("method", method, tuple(METHODS))])
+    if not resolved:
+        raise InvalidInputError("methods must name at least one method, got none")
+    chosen = ("float64", backend("mpmath", 30)) if precisions is None else tuple(precisions)
+    if not chosen:
+        raise InvalidInputError("precisions must name at least one precision, got none")
+    backends = [backend(p) for p in chosen]
+    levels = [positive_int("steps_per_unit entry", m) for m in steps_per_unit]
+    levels = sorted(set(levels))
+    if len(levels) < 3:
+        raise InvalidInputError(
+            f"steps_per_unit needs at least 3 distinct step counts (to fit an order), got {levels}"
+        )
+    runs = [(m, bk) for m in resolved for bk in backends]
+    if len(runs) < 2:
+        raise InvalidInputError("a uniqueness study needs at least two runs (methods x precisions)")
+    labels = [f"{m.name}@{bk!r}" for m, bk in runs]
+
+    lengths = _lengths(problem.t_final)
+    solutions, allowances = {}, {}
+    for label, (method, bk) in zip(labels, runs, strict=True):
+        solutions[label] = [solve(problem, method, m, bk) for m in levels]
+        size = max(float(np.max(np.abs(np.asarray(u, dtype=float)))) for u in solutions[label])
+        allowances[label] = [
+            ROUNDING_ALLOWANCE * bk.unit_roundoff * sum(math.ceil(x * m) for x in lengths) * size
+            for m in levels
+        ]
+    hs = [1 / m for m in levels]
+    pairs = []
+    for (a, (method_a, _)), (b, (method_b, _)) in combinations(zip(labels, runs, strict=True), 2):
+        differences = [
+            float(np.max(np.abs(np.asarray(x - y, dtype=float))))
+            for x, y in zip(solutions[a], solutions[b], strict=True)
+        ]
+        floor = [x + y for x, y in zip(allowances[a], allowances[b], strict=True)]
+        if method_a is method_b:
+            within = all(x <= y for x, y in zip(differences, floor, strict=True))
+            verdict = SAME if within else DIFFERENT
+            pairs.append(
+                PairDifference(
+                    a, b, None, differences, None, floor, verdict,
+                    "one method in two precisions: differences "
+                    + ("within" if within else "above") + " the rounding allowance",
+                )
+            )  # fmt: skip
+            continue
+        expected = float(min(method_a.order, method_b.order))
+        estimate = estimate_order(hs, differences, expected=expected, floor=max(floor))
+        same = estimate.verdict in SAME_LIMIT_VERDICTS
+        pairs.append(
+            PairDifference(
+                a, b, expected, differences, estimate, None, SAME if same else DIFFERENT,
+                f"differences shrink at order {estimate.order:.3g} (expected {expected:g}): "
+                f"{estimate.verdict}",
+            )
+        )  # fmt: skip
+    return Uniqueness(
+        runs=labels,
+        orders={label: method.order for label, (method, _) in zip(labels, runs, strict=True)},
+        steps_per_unit=levels,
+        pairs=pairs,
+        verdict=SAME if all(p.verdict == SAME for p in pairs) else DIFFERENT,
+        inputs={
+            "norm": problem.norm,
+            "shape": list(problem.u0.shape),
+            "t_final": problem.t_final,
+            "methods": [m.name for m in resolved],
+            "precisions": [repr(bk) for bk in backends],
+        },
+        wall_time=time.perf_counter() - started,
+    )

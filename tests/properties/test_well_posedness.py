@@ -1,0 +1,369 @@
+"""Well-posedness (issue 6): measured Lipschitz constants of u0 -> u(T) and theta -> u(T)
+against the Gronwall bounds derived from the weights, and bad input.
+
+Truths the module did not produce: the field's Lipschitz constant and weight sensitivity
+measured directly (central-difference Jacobians, weight changes) on the sets the
+derivation covers; linear problems whose Lipschitz constants are known in closed form
+(uniform attention: u(T) = (u0 - ubar0) + ubar0 expm(T M); a zero field on S1: u(T) =
+P(u0), whose constant is R / r); and the exact uniform-attention solution as the common
+limit of every method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import properties.well_posedness as wp
+from properties.claim_check import HOLDS
+from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, TideError, backend
+from solvers.exact import uniform_attention_solution
+from solvers.flow import LayerFlow
+from solvers.operators import project_to_s1
+from solvers.problem import solve
+
+FLOAT64 = backend("float64")
+UNIT = FLOAT64.unit_roundoff
+
+# ------------------------------------------------------------------ the seeded sweep
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return wp.continuous_dependence_sweep()
+
+
+def test_measured_lipschitz_constants_never_exceed_the_gronwall_bounds(sweep):
+    assert len(sweep.results) >= 20
+    assert {c["norm"] for c in sweep.configurations} == {"post", "pre", "none"}
+    assert (
+        len({(c["d"], c["tokens"], c["heads"], c["weight_scale"]) for c in sweep.configurations})
+        >= 12
+    )
+    for result in sweep.results:
+        for estimate in (result.initial, result.controls):
+            assert math.isfinite(estimate.bound) and estimate.bound > 0
+            assert 0 < estimate.measured <= estimate.bound
+            assert estimate.ratio == pytest.approx(estimate.measured / estimate.bound)
+            assert all(check.verdict == HOLDS for check in estimate.checks), estimate.checks
+    assert sweep.verdict == HOLDS
+    for summary, ratios in (
+        (sweep.initial_summary, sweep.initial_ratios),
+        (sweep.control_summary, sweep.control_ratios),
+    ):
+        assert 0 < summary["min"] <= summary["median"] <= summary["max"] <= 1
+        assert summary["median"] == pytest.approx(float(np.median(ratios)))
+    json.dumps(sweep.to_json(), allow_nan=False)
+
+
+def test_difference_quotients_are_converged_in_the_step(sweep):
+    for result in sweep.results:
+        for estimate in (result.initial, result.controls):
+            q = np.array(estimate.quotients)
+            assert q.shape == (3, 3)
+            # the quotients change by O(step) relative: at most 1% between the finest two
+            assert estimate.quotient_change <= wp.QUOTIENT_AGREEMENT
+            assert np.max(np.abs(q[-1] - q[-2])) <= 1e-2 * np.max(q)
+
+
+def test_the_bound_is_the_product_of_its_layer_factors(sweep):
+    """Recompute the initial-data bound from the per-layer figures (section 6)."""
+    for result in sweep.results:
+        bound = result.initial_bound
+        assert bound.control_radius == 0 and result.control_bound.initial_radius == 0
+        product = math.prod(layer.start_factor * layer.growth for layer in bound.layers)
+        assert bound.initial_data == pytest.approx(product, rel=1e-12)
+        for layer in bound.layers:
+            assert layer.growth == pytest.approx(math.exp(layer.mean_lipschitz * layer.length))
+            assert layer.mean_lipschitz <= layer.field_lipschitz * (1 + 1e-12)
+            # the controls' term is at least the one-piece form with the smallest constant
+            assert layer.control_factor > 0
+
+
+# ------------------------------------------------------------------ the field's constants
+
+
+def _sample_states(rng, bound: wp.GronwallBound, problem: Problem, count: int) -> np.ndarray:
+    """States in the set on which the last piece of layer 0's constants hold."""
+    tokens, d = problem.u0.shape
+    layer = bound.layers[0]
+    rows = rng.standard_normal((count, tokens, d))
+    if problem.norm == "post":
+        return project_to_s1(FLOAT64, rows, 0.0, 1.0)
+    if problem.norm == "pre":  # centred rows of norm >= rmin (> 0: P is defined), any mean
+        centred = rows - rows.mean(-1, keepdims=True)
+        centred /= np.linalg.norm(centred, axis=-1, keepdims=True)
+        spread = max(layer.min_centred_norm, 0.1) * rng.uniform(1, 2, (count, tokens, 1))
+        return centred * spread + rng.standard_normal((count, tokens, 1))
+    radius = layer.state_radius * rng.uniform(0, 1, (count, tokens, 1)) ** (1 / d)
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True) * radius
+
+
+def _field(problem: Problem, states: np.ndarray) -> np.ndarray:
+    flow = LayerFlow(problem, FLOAT64)
+    with FLOAT64.active():
+        t = FLOAT64.asarray(0)
+        return flow.tangent(0, t, states, flow.total(0, t, states))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    norm=st.sampled_from(["post", "pre", "none"]),
+    d=st.sampled_from([4, 6, 8]),
+    tokens=st.integers(1, 6),
+    heads=st.sampled_from([1, 2]),
+    weight_scale=st.floats(0.1, 1.5),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_field_is_lipschitz_with_the_derived_constant(
+    norm, d, tokens, heads, weight_scale, causal, seed
+):
+    """Jacobian spectral norms (none, pre) and secant ratios on S1 (post) never exceed L."""
+    configuration = wp.Configuration(
+        d=d, tokens=tokens, heads=heads, d_ff=2 * d, layers=1, norm=norm,
+        weight_scale=weight_scale, input_scale=5.0 if norm == "pre" else 1.0, seed=seed % 1000,
+    )  # fmt: skip
+    problem = dataclasses.replace(configuration.problem(), causal=causal)
+    bound = wp.gronwall_bound(problem)
+    lipschitz = bound.layers[0].field_lipschitz
+    if not math.isfinite(lipschitz):
+        return  # pre-LN rows that may reach zero spread: no bound is claimed
+    rng = np.random.default_rng(seed)
+    states = _sample_states(rng, bound, problem, 4)
+    n = tokens * d
+    if norm == "post":  # secants between points of S1, from close to far
+        for distance in (1e-4, 1e-2, 0.3):
+            others = project_to_s1(FLOAT64, states + distance * rng.standard_normal(states.shape),
+                                   0.0, 1.0)  # fmt: skip
+            change = _field(problem, others) - _field(problem, states)
+            ratio = np.linalg.norm(change, axis=(-2, -1)) / np.linalg.norm(
+                others - states, axis=(-2, -1)
+            )
+            assert np.all(ratio <= lipschitz * (1 + 1e-6)), (ratio.max(), lipschitz)
+        return
+    step = 1e-6 * max(1.0, float(np.max(np.abs(states))))
+    basis = np.eye(n).reshape(n, tokens, d) * step
+    for x in states:
+        columns = (_field(problem, x + basis) - _field(problem, x - basis)) / (2 * step)
+        jacobian = columns.reshape(n, n).T
+        measured = float(np.linalg.norm(jacobian, 2))
+        assert measured <= lipschitz * (1 + 1e-6), (measured, lipschitz)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    norm=st.sampled_from(["post", "pre", "none"]),
+    d=st.sampled_from([4, 8]),
+    tokens=st.integers(1, 6),
+    weight_scale=st.floats(0.1, 1.0),
+    relative=st.sampled_from([1e-6, 1e-3, 1e-1]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_field_moves_with_the_weights_at_most_by_the_derived_sensitivity(
+    norm, d, tokens, weight_scale, relative, seed
+):
+    """|f_theta(X) - f_theta'(X)| <= K |theta' - theta| on the set, for near and far theta'."""
+    configuration = wp.Configuration(
+        d=d, tokens=tokens, heads=2, d_ff=d, layers=1, norm=norm, weight_scale=weight_scale,
+        input_scale=5.0 if norm == "pre" else 1.0, seed=seed % 1000,
+    )  # fmt: skip
+    problem = configuration.problem()
+    rng = np.random.default_rng(seed)
+    layer = problem.controls.layers[0]
+    changes = {
+        name: rng.standard_normal(getattr(layer, name).shape) for name in wp.PERTURBED_ARRAYS
+    }
+    size = math.sqrt(sum(float(np.sum(x * x)) for x in changes.values()))
+    theta = math.sqrt(sum(float(np.sum(getattr(layer, k) ** 2)) for k in wp.PERTURBED_ARRAYS))
+    step = relative * theta / size
+    moved = dataclasses.replace(
+        layer, **{k: getattr(layer, k) + step * x for k, x in changes.items()}
+    )
+    bound = wp.gronwall_bound(problem, control_radius=step * size)
+    sensitivity = bound.layers[0].control_sensitivity
+    states = _sample_states(rng, bound, problem, 6)
+    other = dataclasses.replace(problem, controls=PiecewiseControls([moved]))
+    change = np.linalg.norm(_field(other, states) - _field(problem, states), axis=(-2, -1))
+    assert np.all(change <= sensitivity * step * size * (1 + 1e-9)), (
+        change.max() / (step * size), sensitivity,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------ known constants
+
+
+def _uniform_attention_layer(d: int, rates: tuple[float, ...], rng) -> LayerWeights:
+    """Wk = 0 (uniform attention), Wv_h = a_h I, Wo_h = I, biases 0, FFN off (W2 = 0):
+    u' = 1 ubar M with M = sum_h a_h I."""
+    heads = len(rates)
+    zeros = np.zeros
+    return LayerWeights(
+        wq=rng.standard_normal((heads, d, d)), bq=zeros((heads, d)),
+        wk=zeros((heads, d, d)), bk=zeros((heads, d)),
+        wv=np.stack([a * np.eye(d) for a in rates]), bv=zeros((heads, d)),
+        wo=np.stack([np.eye(d)] * heads), bo=zeros(d),
+        w1=rng.standard_normal((d, 5)), b1=zeros(5), w2=zeros((5, d)), b2=zeros(d),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("rates", "tokens"), [([(0.7,)], 4), ([(0.4, 0.3), (0.9,)], 3)])
+def test_uniform_attention_has_the_lipschitz_constant_exp_of_the_trace_rate(rates, tokens, rng):
+    """u(T) = (u0 - ubar0) + ubar0 e^{T a}: constant max(1, e^{sum a}) along the token-mean
+    direction, which the bound e^{L T} with L = sum_h ||Wo_h|| ||Wv_h|| attains exactly."""
+    d = 3
+    layers = [_uniform_attention_layer(d, r, rng) for r in rates]
+    u0 = rng.standard_normal((tokens, d))
+    problem = Problem(u0, PiecewiseControls(layers), float(len(layers)), norm="none")
+    exact = math.exp(sum(sum(r) for r in rates))
+    mean_direction = np.ones((tokens, 1)) * rng.standard_normal(d)
+    result = wp.continuous_dependence(
+        problem, initial_directions=[mean_direction, rng.standard_normal((tokens, d))]
+    )
+    assert result.initial_bound.initial_data == pytest.approx(exact, rel=1e-12)
+    # RK4 at 32 steps is 1e-9 relative off e^{a T}; rounding 1e-16 / 1e-6
+    assert result.initial.measured == pytest.approx(exact, rel=1e-7)
+    assert result.initial.ratio == pytest.approx(1, rel=1e-7)
+    assert result.initial.verdict == HOLDS
+    # the solve agrees with the exact solution (so the map measured is the flow's) to RK4's
+    # truncation: per layer of rate a, m steps miss e^a by m (a / m)^5 / 120 relatively
+    reference = uniform_attention_solution(problem, FLOAT64)
+    truncation = sum(32 * (sum(r) / 32) ** 5 / 120 for r in rates) * exact
+    error = np.max(np.abs(solve(problem, "projected-rk4", 32) - reference))
+    assert error <= 2 * truncation * np.max(np.abs(u0)) + 1e-13
+
+
+def test_uniform_attention_control_constant_is_sqrt_n_ubar_t_exp(rng):
+    """Changing Wv = a I to a I + h E (Wo = I) gives ubar(T) = ubar0 e^{a T} e^{T h E};
+    with E = ubar0^T ubar0 / |ubar0|^2 (a projector of Frobenius norm 1) every row moves
+    by e^{a T} (e^{T h} - 1) ubar0: the constant sqrt(N) |ubar0| T e^{a T}, which no unit
+    direction of Wv exceeds."""
+    d, tokens, a = 3, 5, 0.6
+    layer = _uniform_attention_layer(d, (a,), rng)
+    u0 = rng.standard_normal((tokens, d)) + 1.0
+    problem = Problem(u0, PiecewiseControls([layer]), 1.0, norm="none")
+    mean = u0.mean(axis=0)
+    projector = np.outer(mean, mean) / (mean @ mean)
+    result = wp.continuous_dependence(
+        problem,
+        arrays=("wv",),
+        control_directions=[[{"wv": projector[None]}], [{"wv": rng.standard_normal((1, d, d))}]],
+        relative_steps=(1e-5, 1e-6, 1e-7),
+    )
+    exact = math.sqrt(tokens) * np.linalg.norm(mean) * math.exp(a)
+    # the quotient at step s is exact (e^s - 1) / s: relative excess s / 2 <= 1e-5
+    assert result.controls.measured == pytest.approx(exact, rel=1e-5)
+    assert result.controls.measured <= result.controls.bound == result.control_bound.controls
+    assert result.controls.verdict == HOLDS
+
+
+def test_the_projection_of_the_initial_data_has_constant_r_over_min_row_norm(rng):
+    """A zero field on S1 (Wv = Wo = 0, no biases): u(T) = P(u0). A tangent change of the
+    row of smallest centred norm r is stretched by R / r = sigma2 sqrt(d) / r, the largest
+    stretch of P at u0; the bound is R / (r (r - eps))^{1/2}."""
+    d, tokens = 5, 4
+    zeros = np.zeros
+    layer = LayerWeights(
+        wq=rng.standard_normal((1, d, d)), bq=zeros((1, d)), wk=rng.standard_normal((1, d, d)),
+        bk=zeros((1, d)), wv=zeros((1, d, d)), bv=zeros((1, d)), wo=zeros((1, d, d)),
+        bo=zeros(d), w1=zeros((d, 3)), b1=zeros(3), w2=zeros((3, d)), b2=zeros(d),
+        norm1=(2.0, 0.5), norm2=(2.0, 0.5),
+    )  # fmt: skip
+    u0 = rng.standard_normal((tokens, d)) * np.array([[1.0], [0.3], [2.0], [1.0]])
+    problem = Problem(u0, PiecewiseControls([layer]), 1.0, norm="post")
+    centred = u0 - u0.mean(-1, keepdims=True)
+    norms = np.linalg.norm(centred, axis=-1)
+    row = int(np.argmin(norms))
+    tangent = rng.standard_normal(d)
+    tangent -= tangent.mean()
+    tangent -= (tangent @ centred[row]) / (centred[row] @ centred[row]) * centred[row]
+    direction = np.zeros((tokens, d))
+    direction[row] = tangent
+    result = wp.continuous_dependence(
+        problem, arrays=("wq",), initial_directions=[direction, rng.standard_normal((tokens, d))]
+    )
+    radius = 2.0 * math.sqrt(d)
+    exact = radius / norms[row]
+    assert result.initial.measured == pytest.approx(exact, rel=1e-6)
+    eps = result.initial_bound.initial_radius
+    assert result.initial_bound.initial_data == pytest.approx(
+        radius / math.sqrt(norms[row] * (norms[row] - eps)), rel=1e-12
+    )
+    assert result.initial.verdict == HOLDS
+    assert result.controls.measured <= 1e-8  # wq changes nothing when Wv = Wo = 0
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.fixture(scope="module")
+def small_problem():
+    return wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="post",
+                            weight_scale=0.3).problem()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(relative_steps=[1e-4, 0.0]), "relative_steps .*must be > 0, got 0.0"),
+        (dict(relative_steps=[-1e-3]), "relative_steps .*must be > 0, got -0.001"),
+        (dict(relative_steps=[]), "relative_steps must be a non-empty"),
+        (dict(relative_steps=[math.nan]), "relative_steps must be finite"),
+        (dict(directions=0), "directions must be a positive integer, got 0"),
+        (dict(initial_directions=[]), "initial_directions must hold at least one"),
+        (dict(control_directions=[]), "control_directions must hold at least one"),
+        (dict(initial_directions=[np.full((3, 4), np.inf)]), "initial direction 0 must be finite"),
+        (dict(control_directions=[[{"wq": np.full((1, 4, 4), np.nan)}]]),
+         "control direction 0 layer 0 wq must be finite"),
+        (dict(control_directions=[[{"norm1": 1.0}]]), "unknown weights \\['norm1'\\]"),
+        (dict(arrays=()), "arrays must name at least one weight"),
+        (dict(arrays=("gain",)), "unknown perturbed array 'gain'"),
+        (dict(steps_per_unit=0), "steps_per_unit must be a positive integer"),
+        (dict(method="euler-ish"), "unknown method 'euler-ish'"),
+    ],
+)  # fmt: skip
+def test_bad_continuous_dependence_input_is_named(small_problem, options, message):
+    with pytest.raises(InvalidInputError, match=message):
+        wp.continuous_dependence(small_problem, **options)
+
+
+def test_bad_bound_and_sweep_input_is_named(small_problem):
+    with pytest.raises(InvalidInputError, match="initial_radius and control_radius must be >= 0"):
+        wp.gronwall_bound(small_problem, initial_radius=-1.0)
+    with pytest.raises(InvalidInputError, match="control_radius must be finite"):
+        wp.gronwall_bound(small_problem, control_radius=math.inf)
+    with pytest.raises(InvalidInputError, match="configurations must hold at least one"):
+        wp.continuous_dependence_sweep([])
+    with pytest.raises(InvalidInputError, match="weight_scale must be finite"):
+        wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none",
+                         weight_scale=math.nan)  # fmt: skip
+    with pytest.raises(InvalidInputError, match="weight_scale must be > 0"):
+        wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none", weight_scale=0)
+    with pytest.raises(InvalidInputError, match="unknown norm 'mid'"):
+        wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="mid", weight_scale=1)
+    with pytest.raises(InvalidInputError, match="no batch axis"):
+        wp.gronwall_bound(dataclasses.replace(small_problem, u0=small_problem.u0[None]))
+    layer = small_problem.controls.layers[0]
+    with pytest.raises(InvalidInputError, match="post-LN bound needs the projection"):
+        wp.gronwall_bound(dataclasses.replace(
+            small_problem, controls=PiecewiseControls([dataclasses.replace(layer, eps=1e-5)])
+        ))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["w1", "bq", "wo"])
+def test_a_non_finite_weight_is_named(small_problem, name):
+    layer = small_problem.controls.layers[0]
+    broken = np.array(getattr(layer, name))
+    broken.flat[0] = np.nan
+    with pytest.raises(InvalidInputError, match=f"{name} must be finite"):
+        dataclasses.replace(layer, **{name: broken})
+    with pytest.raises(TideError, match=f"{name} must be finite"):
+        wp.continuous_dependence(
+            small_problem, control_directions=[[{name: broken - getattr(layer, name)}]]
+        )
