@@ -4,8 +4,10 @@ Errors against a reference (the exact solution, or the extrapolation reference a
 `reference_precision`) fall with the step size until rounding stops them; the level
 where they stop decreasing is that number system's floor. `estimate_order` finds it
 (levels at the end that no longer decrease by 10% are dropped as "floor"); the floor
-reported is the smallest error reached there, or None when the errors were still
-decreasing at the finest level (no floor above the smallest error).
+reported is the smallest error reached there; the smallest error of all when the errors
+never decrease (verdict NO-LIMIT or FLOOR: the coarsest step is already at the floor);
+None when the errors were still decreasing at the finest level (no floor above the
+smallest error).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from convergence.order import OrderEstimate, estimate_order
+from convergence.order import FLOOR, NO_LIMIT, OrderEstimate, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend, convert
 from solvers.exact import uniform_attention_solution
@@ -85,7 +87,12 @@ def precision_ladder(
         estimate = estimate_order([1 / m for m in steps], errors[name])
         at_floor = [i for i, reason in estimate.dropped.items() if reason.startswith("floor")]
         estimates[name] = estimate
-        floors[name] = min(errors[name][i] for i in at_floor) if at_floor else None
+        if at_floor:
+            floors[name] = min(errors[name][i] for i in at_floor)
+        elif estimate.verdict in (NO_LIMIT, FLOOR):  # never decreasing: all of it is rounding
+            floors[name] = min(errors[name])
+        else:
+            floors[name] = None
     return PrecisionLadder(
         method=method,
         steps_per_unit=steps,

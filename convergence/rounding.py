@@ -45,10 +45,8 @@ class RoundingByDepth:
     wall_time: float
 
     def to_json(self) -> dict:
-        """Plain JSON data; floats as shortest round-trip strings."""
-        record = asdict(self)
-        record["errors"] = {k: [repr(e) for e in v] for k, v in self.errors.items()}
-        return record
+        """Plain JSON data (json writes floats as shortest round-trip decimals)."""
+        return asdict(self)
 
 
 def rounding_error_by_depth(

@@ -1,87 +1,229 @@
 """The `tide` command.
 
-    tide report [--out DIR]   run the built-in study and write DIR/report.md, DIR/results.json
+    tide report [STUDY ...] [--out DIR] [--jobs N | --scheduler ADDR | --dask-local N] [--resume]
+    tide render [--study STUDY] --out DIR       re-render from the stored results alone
+    tide list                                   experiment kinds, problems keys, methods, backends
+    tide baseline save DIR [STUDY] [--from DIR] store the figures of merit with tolerances
+    tide check --baseline DIR [STUDY]           recompute and compare with a baseline
     tide --version
 
-Exit codes: 0 the report was written (whatever the verdicts); 1 a tide-suite error (the
-message says what and where); 2 a usage error.
+Exit codes: 0 success (a report is written whatever its verdicts say); 1 a tide-suite
+error (bad study file, failed computation setup: the message names it), or `tide check`
+found a difference from the baseline; 2 a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
-import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
 
-from reports.exactness import exactness_cases, run_exactness_study
-from reports.markdown import render_report
-from reports.precision_study import run_precision_study
+from reports.baseline import check_against, load_baseline, save_baseline
+from reports.experiments import EXPERIMENTS
+from reports.problems import PROBLEM_FIELDS
+from reports.render import FILES, render_report
+from reports.runner import run_study
+from reports.store import ResultStore
+from reports.study import Study, default_study, load_study
+from solvers.backends import BACKEND_NAMES
 from solvers.errors import TideError
-from solvers.provenance import versions
+from solvers.problem import METHODS
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        handle.write(text)
-    os.replace(handle.name, path)
+def _studies(paths: list[str]) -> list[Study]:
+    return [load_study(p) for p in paths] if paths else [default_study()]
+
+
+def _out_for(base: Path, study: Study, several: bool) -> Path:
+    if not several:
+        return base
+    return base / "".join(c if c.isalnum() or c in "-_" else "-" for c in study.name)
+
+
+def _run(args: argparse.Namespace, study: Study, out: Path) -> dict:
+    store = ResultStore(out)
+    records = run_study(
+        study,
+        store,
+        jobs=args.jobs,
+        scheduler=args.scheduler,
+        dask_local=args.dask_local,
+        resume=args.resume,
+    )
+    return render_report(study, records, out)
 
 
 def _report(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cases = exactness_cases()
-    rows = []
+    studies = _studies(args.study)
+    base = Path(args.out)
     started = time.perf_counter()
-    for done, (case, checks) in enumerate(run_exactness_study(cases), start=1):
-        rows += [(check, case.expectation) for check in checks]
-        verdicts = ", ".join(sorted({c.verdict for c in checks}))
-        print(f"[{done}/{len(cases)}] {case.label}: {verdicts}", file=sys.stderr, flush=True)
-    rounding = []
-    for norm in ("post", "pre"):
-        rounding.append(run_precision_study(norm))
-        print(f"rounding against depth, norm={norm}: done", file=sys.stderr, flush=True)
-    wall = time.perf_counter() - started
-    header = {**versions(), "machine": platform.machine(), "wall time": f"{wall:.2f} s"}
-    _write_atomically(out / "report.md", render_report(rows, rounding, header))
-    results = {
-        "provenance": header,
-        "checks": [dict(check.to_json(), predicted=predicted) for check, predicted in rows],
-        "rounding_by_depth": [study.to_json() for study in rounding],
-    }
-    _write_atomically(out / "results.json", json.dumps(results, indent=2) + "\n")
-    unexpected = sum(check.verdict != predicted for check, predicted in rows)
-    print(
-        f"wrote {out / 'report.md'} and {out / 'results.json'}: {len(rows)} checks, "
-        f"{unexpected} not as predicted, {wall:.1f} s",
-        file=sys.stderr,
-    )
+    for study in studies:
+        out = _out_for(base, study, len(studies) > 1)
+        results = _run(args, study, out)
+        verdicts = [c["verdict"] for c in results["claims"]]
+        tally = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts)))
+        provenance = results["provenance"]
+        print(
+            f"wrote {', '.join(str(out / f) for f in FILES)}: {provenance['cases']} cases "
+            f"({provenance['failed cases']} failed); claims: {tally}",
+            file=sys.stderr,
+        )
+    print(f"wall time {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    study = load_study(args.study) if args.study else default_study()
+    records = ResultStore(args.out).records()
+    if not records:
+        raise TideError(f"{args.out}: no stored results to render (run `tide report` first)")
+    render_report(study, records, args.out)
+    print(f"rendered {args.out} from {len(records)} stored cases", file=sys.stderr)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    print("experiment kinds (study file: [[experiment]] kind = ...):")
+    for kind, experiment in EXPERIMENTS.items():
+        keys = ", ".join(experiment.fields) or "no keys"
+        print(f"  {kind}: {experiment.summary}\n      keys: {keys}")
+    print("problem keys (problem = { ... }):")
+    for key, spec in PROBLEM_FIELDS.items():
+        print(f"  {key} (default {spec.default!r})")
+    print("methods: " + ", ".join(METHODS))
+    print("backends: " + ", ".join(BACKEND_NAMES) + " (mpmath and arb need digits)")
+    return 0
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    study = load_study(args.study) if args.study else default_study()
+    if args.results:
+        records = ResultStore(args.results).records()
+    else:
+        records = run_study(study, ResultStore(Path(args.directory) / "run"), jobs=args.jobs)
+    path = save_baseline(study, records, args.directory)
+    print(f"saved {path}", file=sys.stderr)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    baseline = load_baseline(args.baseline)
+    study = load_study(args.study) if args.study else default_study()
+    out = Path(args.out)
+    records = run_study(study, ResultStore(out), jobs=args.jobs, resume=args.resume)
+    differences = check_against(baseline, study, records)
+    if differences:
+        print(f"tide check: {len(differences)} difference(s) from {args.baseline}:")
+        for line in differences:
+            print(f"  {line}")
+        return 1
+    print(f"tide check: every figure of merit within its baseline tolerance ({args.baseline})")
+    return 0
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run cases in N local processes (joblib/loky; default 1: serial)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tide",
         description="Verify the Transformer read as an integro-differential equation.",
-        epilog="Exit codes: 0 report written; 1 tide-suite error; 2 usage error.",
+        epilog="Exit codes: 0 success; 1 tide-suite error or a baseline difference; 2 usage error.",
     )
     parser.add_argument("--version", action="version", version=f"tide {version('tide-suite')}")
     commands = parser.add_subparsers(dest="command", required=True)
+
     report = commands.add_parser(
         "report",
-        help="run the built-in study and write a Markdown report",
-        description="Run the paper's exactness claims on the built-in configurations and write "
-        "report.md (claims table) and results.json (lossless data) to --out.",
+        help="run studies and write the report",
+        description="Run each STUDY file (default: the built-in study) and write report.md, "
+        "report.html, figures/ (PNG and SVG), results.json and tables.tex to --out. Each "
+        "finished case is stored at once in DIR/cases/; --resume skips stored cases.",
+    )
+    report.add_argument("study", nargs="*", metavar="STUDY", help="study TOML files")
+    report.add_argument(
+        "--out",
+        default="tide-report",
+        metavar="DIR",
+        help="output folder (default: tide-report; one subfolder per study when several are given)",
+    )
+    _add_run_options(report)
+    where = report.add_mutually_exclusive_group()
+    where.add_argument(
+        "--scheduler", metavar="ADDR", help="run on the Dask cluster at ADDR (e.g. tcp://host:8786)"
+    )
+    where.add_argument(
+        "--dask-local",
+        type=int,
+        metavar="N",
+        help="start a local Dask cluster of N workers on 127.0.0.1 (no public dashboard)",
     )
     report.add_argument(
-        "--out", default="tide-report", metavar="DIR", help="output folder (default: tide-report)"
+        "--resume",
+        action="store_true",
+        help="keep the cases already stored in DIR and run only the others",
     )
     report.set_defaults(handler=_report)
+
+    render = commands.add_parser(
+        "render",
+        help="re-render a report from stored results",
+        description="Write the report files again from DIR/cases/ alone (no recomputation).",
+    )
+    render.add_argument("--study", metavar="STUDY", help="the study file (default: built-in)")
+    render.add_argument("--out", default="tide-report", metavar="DIR", help="the report folder")
+    render.set_defaults(handler=_render)
+
+    listing = commands.add_parser(
+        "list", help="list experiment kinds, problem keys, methods and backends"
+    )
+    listing.set_defaults(handler=_list)
+
+    baseline = commands.add_parser(
+        "baseline",
+        help="save a baseline of figures of merit",
+        description="tide baseline save DIR [STUDY]: run the study (or read --results DIR) "
+        "and store its figures of merit (orders with intervals, errors with tolerances) "
+        "in DIR/baseline.json.",
+    )
+    baseline.add_argument("action", choices=["save"], help="what to do (save)")
+    baseline.add_argument("directory", metavar="DIR", help="where to write baseline.json")
+    baseline.add_argument(
+        "study", nargs="?", metavar="STUDY", help="study file (default: built-in)"
+    )
+    baseline.add_argument(
+        "--results", metavar="DIR", help="use the results stored by `tide report --out DIR`"
+    )
+    _add_run_options(baseline)
+    baseline.set_defaults(handler=_baseline)
+
+    check = commands.add_parser(
+        "check",
+        help="recompute and compare with a baseline",
+        description="Run the study and compare its figures of merit with --baseline: exit "
+        "1 with a readable diff when an order leaves its interval or an error grows past "
+        "its tolerance.",
+    )
+    check.add_argument("--baseline", required=True, metavar="DIR", help="a saved baseline")
+    check.add_argument("study", nargs="?", metavar="STUDY", help="study file (default: built-in)")
+    check.add_argument(
+        "--out",
+        default="tide-check",
+        metavar="DIR",
+        help="where to store the recomputed results (default: tide-check)",
+    )
+    check.add_argument("--resume", action="store_true", help="reuse stored results in --out")
+    _add_run_options(check)
+    check.set_defaults(handler=_check)
     return parser
 
 
@@ -92,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     except TideError as exc:
         print(f"tide: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("tide: interrupted; finished cases are stored (use --resume)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

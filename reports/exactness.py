@@ -1,13 +1,12 @@
 """The built-in exactness study: the paper's exactness claims on fixed, seeded configurations.
 
 Each Case names a configuration, the function that checks it and the verdict MODEL.md
-predicts; `run_exactness_study` runs them in order and yields the ClaimCheck results
-(plain data) as they finish.
+predicts; the "claims" experiment (reports.experiments.claims) runs them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -144,9 +143,3 @@ def _projection_cases() -> list[Case]:
 def exactness_cases() -> list[Case]:
     """Every case of the built-in exactness study, in report order."""
     return _transformer_cases() + _six_substep_cases() + _projection_cases()
-
-
-def run_exactness_study(cases: list[Case]) -> Iterator[tuple[Case, list[ClaimCheck]]]:
-    """Run each case in turn, yielding it with its results."""
-    for case in cases:
-        yield case, case.run()

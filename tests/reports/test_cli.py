@@ -1,4 +1,4 @@
-"""`tide report` writes the claims report; every claim comes out as MODEL.md predicts."""
+"""The `tide` command: report, render, list, baseline and check, --help, --version."""
 
 from __future__ import annotations
 
@@ -6,31 +6,101 @@ import json
 import subprocess
 import sys
 
-from reports.cli import main
+import pytest
+
+from reports.cli import build_parser, main
+from reports.render import PAPER_CLAIMS
+from solvers.integrators import EULER
+from solvers.problem import METHODS
+from solvers.schemes import Splitting
+from tests.reports.studies import write_study
 
 
-def test_report_writes_markdown_and_lossless_json(tmp_path, capsys):
-    out = tmp_path / "report"
-    assert main(["report", "--out", str(out)]) == 0
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    study = write_study(folder)
+    assert main(["report", str(study), "--out", str(folder / "out")]) == 0
+    return study, folder / "out"
+
+
+def test_report_writes_every_file(report):
+    _, out = report
+    for name in ("report.md", "report.html", "results.json", "tables.tex"):
+        assert (out / name).stat().st_size > 0, name
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert {"orders.png", "orders.svg", "grid.png", "grid.svg"} <= set(figures)
     markdown = (out / "report.md").read_text()
+    assert "## Claims of the paper" in markdown and "| claim | verdict | evidence |" in markdown
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(figures) // 2  # self-contained
+    assert r"\begin{tabular}" in (out / "tables.tex").read_text()
     results = json.loads((out / "results.json").read_text())
-    checks = results["checks"]
-    assert len(checks) >= 100
-    assert "| claim | configuration | verdict |" in markdown
-    assert "NOT AS PREDICTED" not in markdown
-    for check in checks:
-        assert check["verdict"] == check["predicted"], check
-        # shortest round-trip decimal strings: the float is recovered exactly
-        assert repr(float(check["defect"])) == check["defect"]
-    claims = {check["claim"] for check in checks}
-    assert "P(V) is the nearest point of S1" in claims
-    assert any("torch" in check["configuration"].get("reference", "") for check in checks)
-    rounding = results["rounding_by_depth"]
-    assert [study["configuration"]["norm"] for study in rounding] == ["post", "pre"]
-    assert all(all(study["within_bound"].values()) for study in rounding)
-    assert "## Rounding error against depth" in markdown
-    progress = capsys.readouterr().err
-    assert progress.startswith("[1/") and "0 not as predicted" in progress
+    claims = {c["claim"]: c["verdict"] for c in results["claims"]}
+    assert set(PAPER_CLAIMS) <= set(claims)
+    first_order = "The Lie scheme (the Transformer) is a first-order discretisation of the flow"
+    assert claims[first_order] == "verified"
+    assert results["figures_of_merit"]["orders"]["lie.order"]["verdict"] == "PASS"
+
+
+def test_render_needs_no_recomputation(report, capsys, monkeypatch):
+    study, out = report
+    before = (out / "report.md").read_text()
+    (out / "report.md").unlink()
+    monkeypatch.setattr("reports.runner.run_case", None)  # any computation would fail
+    assert main(["render", "--study", str(study), "--out", str(out)]) == 0
+    assert (out / "report.md").read_text() == before
+    assert "rendered" in capsys.readouterr().err
+
+
+def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, capsys, monkeypatch):
+    study, out = report
+    baseline = tmp_path / "baseline"
+    assert main(["baseline", "save", str(baseline), str(study), "--results", str(out)]) == 0
+    assert (
+        main(["check", "--baseline", str(baseline), str(study), "--out", str(tmp_path / "a")]) == 0
+    )
+    assert "within its baseline tolerance" in capsys.readouterr().out
+
+    class HalfOrderLie(Splitting):
+        """The Lie step plus a sqrt(dt) error: order 0.5."""
+
+        def advance(self, flow, n, start, length, steps, u):
+            u = super().advance(flow, n, start, length, steps, u)
+            return u + (length / steps) ** 0.5
+
+    broken = HalfOrderLie("lie", 1, METHODS["lie"].sequence, EULER, "ambient", False)
+    monkeypatch.setitem(METHODS, "lie", broken)
+    assert (
+        main(["check", "--baseline", str(baseline), str(study), "--out", str(tmp_path / "b")]) == 1
+    )
+    diff = capsys.readouterr().out
+    assert "orders / lie.order" in diff and "difference(s)" in diff
+
+
+def test_list_names_kinds_methods_and_backends(capsys):
+    assert main(["list"]) == 0
+    listing = capsys.readouterr().out
+    for word in (
+        "time-step",
+        "splitting-table",
+        "grid",
+        "precision-ladder",
+        "well-posedness",
+        "projected-rk4",
+        "mpmath",
+        "relu_shift",
+    ):
+        assert word in listing, word
+
+
+def test_every_option_is_documented():
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    assert set(commands) == {"report", "render", "list", "baseline", "check"}
+    for command in commands.values():
+        for action in command._actions:
+            assert action.help, (command.prog, action.dest)
 
 
 def test_version_and_usage_errors():

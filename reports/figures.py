@@ -1,0 +1,109 @@
+"""The report's plots, drawn from stored results alone (matplotlib Figure objects, no pyplot).
+
+- `convergence_figure`: log-log error against step or grid size, per series the levels
+  used (filled), the dropped ones (crosses, with the reason in the legend), the fitted
+  line C h^p over the used levels and its 95% band (slopes lo and hi through the fit's
+  centre).
+- `lines_figure`: quantities against depth or scale on log axes (rounding against depth,
+  Lyapunov exponents, distances against weight scale).
+- `map_figure`: a heat map over two parameters (stability maps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+
+def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
+    figure = Figure(figsize=(6.4, 4.4), layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(title, fontsize=10)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(True, which="both", alpha=0.3)
+    return figure, axes
+
+
+def convergence_figure(
+    title: str, xlabel: str, series: Sequence[tuple[str, Sequence[float], Sequence[float], dict]]
+) -> Figure:
+    """Each series is (label, hs, errors, estimate as stored by OrderEstimate.to_json())."""
+    figure, axes = _axes(title, xlabel, "error")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    for k, (label, hs, errors, estimate) in enumerate(series):
+        color = f"C{k % 10}"
+        h, e = np.asarray(hs, dtype=float), np.asarray(errors, dtype=float)
+        used = [i for i in estimate.get("used", []) if e[i] > 0]
+        dropped = [int(i) for i in estimate.get("dropped", {}) if e[int(i)] > 0]
+        order = estimate.get("order")
+        name = label
+        if order is not None and np.isfinite(order):
+            name += (
+                f": p = {order:.2f} [{estimate['interval'][0]:.2f}, {estimate['interval'][1]:.2f}]"
+            )
+        name += f", {estimate.get('verdict', '')}"
+        axes.plot(h[used], e[used], "o", color=color, label=name)
+        if dropped:
+            axes.plot(h[dropped], e[dropped], "x", color=color, markersize=8)
+        if used and order is not None and np.isfinite(order):
+            x = np.geomspace(h[used].min(), h[used].max(), 50)
+            centre_h = np.exp(np.log(h[used]).mean())
+            centre_e = estimate["constant"] * centre_h**order
+            axes.plot(x, centre_e * (x / centre_h) ** order, "-", color=color, linewidth=1)
+            lo, hi = estimate["interval"]
+            if np.isfinite(lo) and np.isfinite(hi):
+                band = [centre_e * (x / centre_h) ** p for p in (lo, hi)]
+                axes.fill_between(x, np.minimum(*band), np.maximum(*band), color=color, alpha=0.15)
+    if any(estimate.get("dropped") for *_, estimate in series):
+        axes.plot([], [], "x", color="gray", label="dropped (pre-asymptotic or floor)")
+    axes.legend(fontsize=7)
+    return figure
+
+
+def lines_figure(
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    series: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    *,
+    logx: bool = True,
+    logy: bool = True,
+) -> Figure:
+    """Each series is (label, x, y), drawn as a line with markers."""
+    figure, axes = _axes(title, xlabel, ylabel)
+    if logx:
+        axes.set_xscale("log")
+    if logy:
+        axes.set_yscale("log")
+    for label, x, y in series:
+        axes.plot(x, y, "o-", markersize=3, label=label)
+    axes.legend(fontsize=7)
+    return figure
+
+
+def map_figure(
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    x: Sequence[float],
+    y: Sequence[float],
+    values: np.ndarray,
+    colorbar: str,
+) -> Figure:
+    """values[j, i] at (x[i], y[j]), with the numbers written in the cells."""
+    figure, axes = _axes(title, xlabel, ylabel)
+    axes.grid(False)
+    grid = np.asarray(values, dtype=float)
+    image = axes.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+    axes.set_xticks(range(len(x)), [f"{v:g}" for v in x])
+    axes.set_yticks(range(len(y)), [f"{v:g}" for v in y])
+    for j in range(grid.shape[0]):
+        for i in range(grid.shape[1]):
+            axes.text(i, j, f"{grid[j, i]:.3g}", ha="center", va="center", color="w", fontsize=8)
+    figure.colorbar(image, ax=axes, label=colorbar)
+    return figure

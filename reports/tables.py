@@ -1,0 +1,75 @@
+"""Tables for the report: Markdown and LaTeX from the same rows, and order-estimate cells."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in str(text))
+
+
+def latex_table(caption: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A booktabs table (\\usepackage{booktabs})."""
+    body = [
+        r"\begin{table}[ht]",
+        r"\centering",
+        rf"\caption{{{latex_escape(caption)}}}",
+        r"\begin{tabular}{" + "l" * len(headers) + "}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in headers) + r" \\",
+        r"\midrule",
+        *(" & ".join(latex_escape(c) for c in row) + r" \\" for row in rows),
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\end{table}",
+    ]
+    return "\n".join(body) + "\n"
+
+
+def number(x: Any, digits: int = 3) -> str:
+    """A float for a table cell (nan and None as an em dash)."""
+    if x is None:
+        return "-"
+    x = float(x)
+    return "-" if not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def order_cells(estimate: dict) -> list[str]:
+    """order, 95% interval, verdict, expected, dropped levels (from OrderEstimate.to_json())."""
+    lo, hi = estimate["interval"]
+    interval = "-" if not math.isfinite(lo) else f"[{lo:.3f}, {hi:.3f}]"
+    dropped = ", ".join(f"{k}: {v.split(':')[0]}" for k, v in estimate["dropped"].items())
+    return [
+        number(estimate["order"], 4),
+        interval,
+        estimate["verdict"],
+        number(estimate["expected"]),
+        dropped or "none",
+    ]
+
+
+ORDER_HEADERS = ["order", "95% interval", "verdict", "expected", "dropped levels"]

@@ -1,0 +1,105 @@
+"""The runner: serial, local processes and Dask give identical records; an interrupted
+run resumes without losing finished cases; a failing case is recorded and the rest go on."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from reports.experiments import EXPERIMENTS
+from reports.runner import run_study
+from reports.store import ResultStore
+from reports.study import load_study
+from solvers import InvalidInputError
+from tests.reports.studies import comparable, write_study
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serial")
+    study = load_study(write_study(folder))
+    return study, run_study(study, ResultStore(folder / "out"), progress=None)
+
+
+def test_serial_run_stores_one_record_per_case(serial):
+    study, records = serial
+    assert list(records) == [case.id for case in study.cases()]
+    assert all(r["status"] == "ok" for r in records.values())
+
+
+def test_two_local_processes_give_identical_records(serial, tmp_path):
+    study, records = serial
+    parallel = run_study(study, ResultStore(tmp_path), jobs=2, progress=None)
+    assert comparable(parallel) == comparable(records)
+
+
+def test_a_local_dask_cluster_gives_identical_records(serial, tmp_path):
+    pytest.importorskip("distributed")
+    study, records = serial
+    on_dask = run_study(study, ResultStore(tmp_path), dask_local=2, progress=None)
+    assert comparable(on_dask) == comparable(records)
+
+
+def test_kill_minus_nine_then_resume_equals_an_uninterrupted_run(serial, tmp_path):
+    _, records = serial
+    path = write_study(tmp_path)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "reports.cli", "report", str(path), "--out", str(out)]
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, start_new_session=True)
+    cases = out / "cases"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(cases.glob("*.json"))) < 3:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    finished = list(cases.glob("*.json"))
+    assert 3 <= len(finished) < len(records), "the kill came too late to test anything"
+    for record in finished:  # every stored record is whole
+        json.loads(record.read_text())
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(finished)} already stored" in resumed.stderr
+    final = ResultStore(out).records()
+    assert comparable(final) == comparable(records)
+    assert not list(cases.glob("*.tmp"))
+
+
+def test_a_failing_case_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
+    study = load_study(write_study(tmp_path))
+
+    def broken(case, seed):
+        raise ValueError("the quadrature exploded")
+
+    monkeypatch.setitem(EXPERIMENTS, "grid", dataclasses.replace(EXPERIMENTS["grid"], run=broken))
+    records = run_study(study, ResultStore(tmp_path / "out"), progress=None)
+    failed = [r for r in records.values() if r["status"] == "error"]
+    assert [r["id"] for r in failed] == ["grid/midpoint"]
+    assert failed[0]["error"] == "ValueError: the quadrature exploded"
+    assert sum(r["status"] == "ok" for r in records.values()) == len(records) - 1
+    # a resumed run tries the failed case again, and only it
+    monkeypatch.undo()
+    again = run_study(study, ResultStore(tmp_path / "out"), resume=True, progress=None)
+    assert all(r["status"] == "ok" for r in again.values())
+
+
+def test_progress_shows_cases_done_running_and_eta(tmp_path):
+    stream = io.StringIO()
+    study = load_study(write_study(tmp_path))
+    run_study(study, ResultStore(tmp_path / "out"), progress=stream)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("small: 10 cases, 0 already stored, 10 to run on 1 worker")
+    assert lines[1].startswith("[1/10] running 1, ETA ") and lines[-1].startswith("[10/10]")
+
+
+def test_bad_runner_options(serial, tmp_path):
+    study, _ = serial
+    with pytest.raises(InvalidInputError, match="jobs must be >= 1"):
+        run_study(study, ResultStore(tmp_path), jobs=0)
