@@ -109,8 +109,12 @@ def time_step_study(
     """
     if reference not in REFERENCES:
         raise InvalidInputError(f"unknown reference {reference!r}; allowed: {REFERENCES}")
-    if len(steps_per_unit) < 3:
-        raise InvalidInputError(f"a study needs at least 3 step counts, got {list(steps_per_unit)}")
+    needed = 4 if reference == "richardson" else 3  # richardson loses the finest level
+    if len(steps_per_unit) < needed:
+        raise InvalidInputError(
+            f"a study against reference {reference!r} needs at least {needed} step counts, "
+            f"got {list(steps_per_unit)}"
+        )
     for name in methods:
         if name not in METHODS:
             raise InvalidInputError(f"unknown method {name!r}; allowed: {', '.join(METHODS)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from reports.experiments.base import Experiment
 from reports.experiments.claims import CLAIMS
+from reports.experiments.conditioning import CONDITIONING
 from reports.experiments.grid import GRID
 from reports.experiments.invariants import INVARIANTS
 from reports.experiments.limits import LAYER_NORM_LIMIT, TRANSFORMER_LIMIT
@@ -24,5 +25,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         LAYER_NORM_LIMIT,
         TRANSFORMER_LIMIT,
         WELL_POSEDNESS,
+        CONDITIONING,
     )
 }
