@@ -154,6 +154,30 @@ def solve(
     return solve_layers(problem, method, steps_per_unit, backend)[-1]
 
 
+def checked_method(
+    problem: Problem, method: str | SteppingMethod
+) -> tuple[Problem, SteppingMethod]:
+    """The problem and the method (resolved from its name) if the method can solve it.
+
+    A post-LN flow lives on one constraint set per layer, so every method but the Lie
+    scheme (the Transformer itself, which alternates between two) needs norm1 == norm2.
+    """
+    if not isinstance(problem, Problem):
+        raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
+    if not isinstance(method, SteppingMethod):
+        method = METHODS[choice("method", method, tuple(METHODS))]
+    if problem.norm == "post" and method is not LIE:
+        for n, layer in enumerate(problem.controls.all_layers()):
+            same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
+            if not same:
+                raise InvalidInputError(
+                    f"layer {n}: the post-LN flow of method {method.name!r} lives on one "
+                    "constraint set per layer, so norm1 and norm2 must be equal (only the "
+                    "Lie scheme, the Transformer itself, alternates between two)"
+                )
+    return problem, method
+
+
 def solve_layers(
     problem: Problem,
     method: str | SteppingMethod = "lie",
@@ -164,20 +188,8 @@ def solve_layers(
 
     Entry n is u(min(n, t_final)): the output of the first n layers.
     """
-    if not isinstance(problem, Problem):
-        raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
-    if not isinstance(method, SteppingMethod):
-        method = METHODS[choice("method", method, tuple(METHODS))]
+    problem, method = checked_method(problem, method)
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
-    if problem.norm == "post" and method is not LIE:
-        for n, layer in enumerate(problem.controls.all_layers()):
-            same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
-            if not same:
-                raise InvalidInputError(
-                    f"layer {n}: the post-LN flow of method {method.name!r} lives on one "
-                    "constraint set per layer, so norm1 and norm2 must be equal (only the "
-                    "Lie scheme, the Transformer itself, alternates between two)"
-                )
     bk = resolve_backend(backend)
 
     def computation(working: Backend) -> Array:
