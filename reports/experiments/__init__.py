@@ -9,6 +9,7 @@ from reports.experiments.grid import GRID
 from reports.experiments.invariants import INVARIANTS
 from reports.experiments.limits import LAYER_NORM_LIMIT, TRANSFORMER_LIMIT
 from reports.experiments.precision import PRECISION_LADDER, ROUNDING_DEPTH
+from reports.experiments.stability import STABILITY
 from reports.experiments.time_step import SPLITTING_TABLE, TIME_STEP
 from reports.experiments.well_posedness import WELL_POSEDNESS
 
@@ -26,5 +27,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         TRANSFORMER_LIMIT,
         WELL_POSEDNESS,
         CONDITIONING,
+        STABILITY,
     )
 }

@@ -30,6 +30,8 @@ TINY = {
     "transformer-limit": {"problem": SMALL_POST | {"relu_shift": 0.0},
                           "scales": [0.01, 0.02, 0.04]},
     "well-posedness": {"configurations": 1},
+    "stability": {"methods": ["lie"], "scales": [1.0], "temperatures": [1.0, 2.0],
+                  "problem": SMALL_POST, "lyapunov_methods": ["lie"], "max_steps_per_unit": 64},
     "conditioning": {"stds": [1.0, 0.1, 0.01, 0.001], "betas": [1.0, 2.0, 4.0, 8.0]},
 }  # fmt: skip
 

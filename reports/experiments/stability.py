@@ -1,0 +1,202 @@
+"""Stability (properties.stability) as a study experiment.
+
+kind "stability": case "map" measures the largest stable dt of each method over weight
+scales x attention temperatures on the damped-attention family (random attention plus an
+exactly linear damping -U K of the given stiffness, norm "none", an analytic field)
+against the linear-stability prediction from the field's Jacobian spectrum; case
+"lyapunov" measures per-layer amplification and finite-time Lyapunov exponents over
+depth for each method on a post-LN problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from properties.stability import damped_attention_layer, perturbation_growth, stability_map
+from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
+from reports.figures import lines_figure, map_figure
+from reports.problems import build_problem, problem_spec, with_default_problem
+from reports.schema import Field, array_of, integer, number, one_of
+from reports.tables import markdown_table
+from reports.tables import number as cell
+from solvers import PiecewiseControls, Problem
+from solvers.problem import METHODS
+from solvers.reference import Reference
+
+ANALYTIC_REFERENCE = Reference(name="reference-order-12", levels=6, events=False)
+"""Order-12 extrapolation without event location: the damped family's field is analytic."""
+
+FIELDS = {
+    "methods": Field(array_of(one_of(("lie", "projected-rk4", "projected-rk2")), distinct=True)),
+    "scales": Field(array_of(number(positive=True), distinct=True)),
+    "temperatures": Field(array_of(number(positive=True), distinct=True)),
+    "stiffness": Field(number(positive=True, low=1.0), 20.0),
+    "attention_scale": Field(number(positive=True), 2.0),
+    "d": Field(integer(1, 64), 4),
+    "tokens": Field(integer(1, 64), 2),
+    "max_steps_per_unit": Field(integer(2, 4096), 128),
+    "lyapunov_methods": Field(
+        array_of(one_of(tuple(METHODS)), distinct=True), ["lie", "strang-rk2", "projected-rk4"]
+    ),
+    "lyapunov_steps_per_unit": Field(integer(1, 1024), 4),
+    "problem": Field(problem_spec, None, "the post-LN problem of the Lyapunov exponents"),
+}
+
+
+def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    params = with_default_problem(params)
+    return [("map", params | {"case": "map"}), ("lyapunov", params | {"case": "lyapunov"})]
+
+
+def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+    if case["case"] == "map":
+        rng = np.random.default_rng(seed)
+        layer = damped_attention_layer(
+            case["d"], 1, case["stiffness"], rng, attention_scale=case["attention_scale"]
+        )
+        problem = Problem(
+            rng.standard_normal((case["tokens"], case["d"])),
+            PiecewiseControls([layer]),
+            1,
+            norm="none",
+        )
+        result = stability_map(
+            problem,
+            case["methods"],
+            scales=case["scales"],
+            temperatures=case["temperatures"],
+            reference=ANALYTIC_REFERENCE,
+            reference_steps_per_unit=32,
+            max_steps_per_unit=case["max_steps_per_unit"],
+            samples_per_unit=2,
+        )
+        return {"case": "map"} | result.to_json()
+    problem = build_problem(case["problem"], seed)
+    growth = [
+        perturbation_growth(
+            problem, method, case["lyapunov_steps_per_unit"], precision="float64"
+        ).to_json()
+        for method in case["lyapunov_methods"]
+    ]
+    return {"case": "lyapunov", "growth": growth}
+
+
+def render(title: str, records: list[Record]) -> Section:
+    by_case = {r["result"]["case"]: r["result"] for r in records if r["status"] == "ok"}
+    parts, figures, evidence, merit = [], [], [], {}
+    stability = by_case.get("map")
+    if stability:
+        rows = []
+        for p in stability["points"]:
+            predicted = p["prediction"]["predicted_dt"] if p["prediction"] else None
+            rows.append(
+                [
+                    p["method"],
+                    cell(p["scale"]),
+                    cell(p["temperature"]),
+                    cell(p["measured_dt"]),
+                    cell(predicted),
+                    cell(p["relative_disagreement"]),
+                    "yes" if p["applies"] else "no: " + "; ".join(p["reasons"]),
+                ]
+            )
+        parts.append(
+            f"**Step-size stability map** (damped-attention family; a dt is stable when the "
+            f"perturbation growth stays within {stability['factor']:g}x the flow's). Verdict: "
+            f"{stability['verdict']}.\n\n"
+            + markdown_table(
+                [
+                    "method",
+                    "weight scale",
+                    "temperature",
+                    "measured dt",
+                    "linear prediction",
+                    "relative disagreement",
+                    "linearisation applies",
+                ],
+                rows,
+            )
+        )
+        for method in dict.fromkeys(p["method"] for p in stability["points"]):
+            points = [p for p in stability["points"] if p["method"] == method]
+            scales = sorted({p["scale"] for p in points})
+            temperatures = sorted({p["temperature"] for p in points})
+            grid = np.full((len(scales), len(temperatures)), np.nan)
+            for p in points:
+                if p["measured_dt"] is not None:
+                    grid[scales.index(p["scale"]), temperatures.index(p["temperature"])] = p[
+                        "measured_dt"
+                    ]
+            figures.append(
+                Figure(
+                    slug(f"{title} map {method}"),
+                    f"Largest stable dt of {method} over weight scale and temperature.",
+                    map_figure(
+                        f"{title}: {method}",
+                        "temperature",
+                        "weight scale",
+                        temperatures,
+                        scales,
+                        grid,
+                        "largest stable dt",
+                    ),
+                )
+            )
+        applicable = [p for p in stability["points"] if p["applies"]]
+        if applicable:
+            worst = max(abs(p["relative_disagreement"]) for p in applicable)
+            merit["map.worst_disagreement"] = {"value": worst, "low": 0.0, "high": 0.2}
+        evidence.append(
+            Evidence(
+                "Step-size stability follows the linearised flow where the linearisation applies",
+                "verified"
+                if stability["verdict"] == "holds"
+                else ("refuted" if stability["verdict"] == "fails" else "qualified"),
+                f"{len(applicable)} of {len(stability['points'])} points applicable; "
+                + (f"largest disagreement {worst:.1%}" if applicable else "none compared"),
+            )
+        )
+    lyapunov = by_case.get("lyapunov")
+    if lyapunov:
+        series = [(g["method"], g["times"], g["ftle"]) for g in lyapunov["growth"]]
+        rows = [
+            [
+                g["method"],
+                ", ".join(f"{a:.4g}" for a in g["amplification"]),
+                ", ".join(f"{x:.4g}" for x in g["ftle"]),
+            ]
+            for g in lyapunov["growth"]
+        ]
+        parts.append(
+            "**Perturbation growth over depth.**\n\n"
+            + markdown_table(
+                ["method", "amplification per layer", "FTLE at each layer boundary"], rows
+            )
+        )
+        figures.append(
+            Figure(
+                slug(f"{title} lyapunov"),
+                "Finite-time Lyapunov exponents.",
+                lines_figure(
+                    f"{title}: FTLE over depth",
+                    "t (layers)",
+                    "FTLE",
+                    series,
+                    logx=False,
+                    logy=False,
+                ),
+            )
+        )
+    return Section(title, "\n".join(parts), figures, "", evidence, merit)
+
+
+STABILITY = Experiment(
+    "stability",
+    "step-size stability maps against the linear prediction, and Lyapunov exponents over depth",
+    FIELDS,
+    _cases,
+    run,
+    render,
+)
