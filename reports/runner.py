@@ -12,6 +12,7 @@ an ETA from the mean time per case so far) goes to `progress`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -63,31 +64,40 @@ def _joblib(cases: list[Case], jobs: int) -> Iterator[dict[str, Any]]:
     yield from parallel(delayed(run_case)(case, True) for case in cases)
 
 
-def _dask(cases: list[Case], scheduler: str | None, local_workers: int | None):
+@contextlib.contextmanager
+def _dask(
+    cases: list[Case], scheduler: str | None, local_workers: int | None
+) -> Iterator[tuple[int, Iterator[dict[str, Any]]]]:
+    """(number of workers, finished records) on the cluster at `scheduler`, or on a local
+    cluster of `local_workers` processes bound to 127.0.0.1 without a dashboard."""
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise InvalidInputError(
             "the Dask runner needs dask.distributed: pip install 'tide-suite[dask]'"
         ) from None
-    cluster = None
-    if scheduler is None:
-        cluster = LocalCluster(
-            n_workers=local_workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        )
-    client = Client(cluster if cluster is not None else scheduler)
-    try:
+    with contextlib.ExitStack() as stack:
+        if scheduler is None:
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=local_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                )
+            )
+            client = stack.enter_context(Client(cluster))
+        else:
+            try:
+                client = stack.enter_context(Client(scheduler, timeout="30s"))
+            except OSError as exc:
+                raise InvalidInputError(
+                    f"cannot reach the Dask scheduler at {scheduler!r}: {exc}"
+                ) from None
+        workers = max(1, len(client.scheduler_info()["workers"]))
         futures = client.map(run_case, cases, single_threaded=True, pure=False)
-        for future in as_completed(futures):
-            yield future.result()
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        yield workers, (future.result() for future in as_completed(futures))
 
 
 def run_study(
@@ -111,32 +121,48 @@ def run_study(
     found = store.records()
     stored = {c.id: found[c.id] for c in cases if c.id in found and _same_case(found[c.id], c)}
     todo = [case for case in cases if case.id not in stored]
-    if scheduler is not None or dask_local is not None:
-        workers, finished = dask_local or 1, _dask(todo, scheduler, dask_local)
-    elif jobs > 1:
-        workers, finished = jobs, _joblib(todo, jobs)
-    else:
-        workers, finished = 1, _serial(todo)
-    total, started = len(cases), time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        if scheduler is not None or dask_local is not None:
+            workers, finished = stack.enter_context(_dask(todo, scheduler, dask_local))
+        elif jobs > 1:
+            workers, finished = jobs, _joblib(todo, jobs)
+        else:
+            workers, finished = 1, _serial(todo)
+        _store_as_finished(
+            study, store, finished, len(cases), len(stored), len(todo), workers, progress
+        )
+    records = store.records()
+    return {case.id: records[case.id] for case in cases if case.id in records}
+
+
+def _store_as_finished(
+    study: Study,
+    store: ResultStore,
+    finished: Iterator[dict[str, Any]],
+    total: int,
+    stored: int,
+    todo: int,
+    workers: int,
+    progress: TextIO | None,
+) -> None:
+    """Write each record as it arrives, with a progress line."""
+    started = time.perf_counter()
     _say(
         progress,
-        f"{study.name}: {total} cases, {len(stored)} already stored, "
-        f"{len(todo)} to run on {workers} worker(s)",
+        f"{study.name}: {total} cases, {stored} already stored, "
+        f"{todo} to run on {workers} worker(s)",
     )
     for done, record in enumerate(finished, start=1):
         store.write(record)
         elapsed = time.perf_counter() - started
-        remaining = len(todo) - done
-        eta = elapsed / done * remaining
-        running = min(workers, remaining)
+        remaining = todo - done
         status = "ok" if record["status"] == "ok" else f"ERROR {record['error']}"
         _say(
             progress,
-            f"[{len(stored) + done}/{total}] running {running}, ETA {eta:.0f} s: "
-            f"{record['id']} {status} ({record['wall_time']:.1f} s)",
+            f"[{stored + done}/{total}] running {min(workers, remaining)}, "
+            f"ETA {elapsed / done * remaining:.0f} s: {record['id']} {status} "
+            f"({record['wall_time']:.1f} s)",
         )
-    records = store.records()
-    return {case.id: records[case.id] for case in cases if case.id in records}
 
 
 def _same_case(record: dict[str, Any], case: Case) -> bool:
