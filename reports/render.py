@@ -38,6 +38,8 @@ PAPER_CLAIMS = (
     "High precision moves the rounding floor below the truncation error",
     "The equation is well posed: u(T) depends continuously on data and controls",
     "A trained-size Transformer is close to its continuous (time-step) limit",
+    "Near constant rows the LN projection is ill-conditioned: Lipschitz ~ sigma2 / std",
+    "Step-size stability follows the linearised flow where the linearisation applies",
 )
 FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
 
