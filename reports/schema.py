@@ -111,6 +111,21 @@ def array_of(
     return parse
 
 
+def orders_by(allowed: tuple[str, ...], what: str) -> Callable[[Any, str], dict[str, float]]:
+    """A table {name = expected order} whose names are among `allowed` (methods, rules)."""
+
+    def parse(value: Any, where: str) -> dict[str, float]:
+        if not isinstance(value, dict):
+            raise reject(where, f"must be a table of {what} = order, got {value!r}")
+        orders = {}
+        for name, order in value.items():
+            one_of(allowed)(name, f"{where}.{name}")
+            orders[name] = number()(order, f"{where}.{name}")
+        return orders
+
+    return parse
+
+
 HIGH_PRECISION = ("mpmath", "arb")
 
 

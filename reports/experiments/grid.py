@@ -14,7 +14,7 @@ import numpy as np
 from convergence.grid import AXES, grid_study
 from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
 from reports.figures import convergence_figure
-from reports.schema import Field, array_of, integer, number, one_of, reject
+from reports.schema import Field, array_of, integer, one_of, orders_by
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
 from reports.tables import number as cell
 from solvers.grids import RULES
@@ -23,23 +23,13 @@ from solvers.kernels import ContinuousLayer, SeriesKernel
 FAMILIES = ("fourier", "legendre")
 
 
-def _expected(value: Any, where: str) -> dict[str, float]:
-    if not isinstance(value, dict):
-        raise reject(where, f"must be a table of rule = order, got {value!r}")
-    orders = {}
-    for rule, order in value.items():
-        one_of(RULES)(rule, f"{where}.{rule}")
-        orders[rule] = number()(order, f"{where}.{rule}")
-    return orders
-
-
 FIELDS = {
     "family": Field(one_of(FAMILIES), "legendre"),
     "rules": Field(array_of(one_of(RULES), distinct=True)),
     "sizes": Field(array_of(integer(2, 4096), minimum=3, distinct=True)),
     "axis": Field(one_of(AXES), "all"),
     "reference_size": Field(integer(8, 4096), 128),
-    "expected": Field(_expected, {}),
+    "expected": Field(orders_by(RULES, "rule"), {}),
 }
 
 

@@ -15,7 +15,7 @@ from convergence.time_step import REFERENCES, SPLITTING_METHODS, time_step_study
 from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
 from reports.figures import convergence_figure
 from reports.problems import build_problem, problem_spec, with_default_problem
-from reports.schema import Field, array_of, integer, number, one_of, precision, reject
+from reports.schema import Field, array_of, integer, one_of, orders_by, precision
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
 from reports.tables import number as cell
 from solvers import backend
@@ -24,23 +24,13 @@ from solvers.problem import METHODS
 METHOD_NAMES = tuple(METHODS)
 
 
-def _expected(value: Any, where: str) -> dict[str, float]:
-    if not isinstance(value, dict):
-        raise reject(where, f"must be a table of method = order, got {value!r}")
-    orders = {}
-    for name, order in value.items():
-        one_of(METHOD_NAMES)(name, f"{where}.{name}")
-        orders[name] = number()(order, f"{where}.{name}")
-    return orders
-
-
 COMMON = {
     "problem": Field(problem_spec, None, "a problem table"),
     "steps_per_unit": Field(array_of(integer(1, 1_000_000), minimum=3, distinct=True)),
     "reference": Field(one_of(REFERENCES), "reference"),
     "reference_steps": Field(integer(1, 4096), 8),
     "precision": Field(precision, {"name": "float64", "digits": None}),
-    "expected": Field(_expected, {}),
+    "expected": Field(orders_by(METHOD_NAMES, "method"), {}),
 }
 FIELDS = {"methods": Field(array_of(one_of(METHOD_NAMES), distinct=True)), **COMMON}
 

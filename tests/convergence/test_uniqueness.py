@@ -22,6 +22,7 @@ from solvers.integrators import EULER
 from solvers.operators import project_to_s1
 from solvers.problem import solve
 from solvers.schemes import Splitting
+from tests.exact_layers import uniform_attention_layer
 
 FLOAT64 = backend("float64")
 UNIT = FLOAT64.unit_roundoff
@@ -30,20 +31,6 @@ SMALL = Problem(
     PiecewiseControls([LayerWeights.random(4, 1, 4, 5, weight_scale=0.3)]),
     1.0,
 )
-
-
-def _uniform_attention_layer(d: int, rates: tuple[float, ...], rng) -> LayerWeights:
-    """Wk = 0 (uniform attention), Wv_h = a_h I, Wo_h = I, biases 0, FFN off (W2 = 0):
-    u' = 1 ubar M with M = sum_h a_h I."""
-    heads = len(rates)
-    zeros = np.zeros
-    return LayerWeights(
-        wq=rng.standard_normal((heads, d, d)), bq=zeros((heads, d)),
-        wk=zeros((heads, d, d)), bk=zeros((heads, d)),
-        wv=np.stack([a * np.eye(d) for a in rates]), bv=zeros((heads, d)),
-        wo=np.stack([np.eye(d)] * heads), bo=zeros(d),
-        w1=rng.standard_normal((d, 5)), b1=zeros(5), w2=zeros((5, d)), b2=zeros(d),
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +81,8 @@ def test_every_method_converges_to_the_exact_uniform_attention_solution(rng):
     the two runs' errors against it (triangle inequality), and those errors fall at the
     methods' orders."""
     layers = [
-        _uniform_attention_layer(3, (0.5, 0.2), rng),
-        _uniform_attention_layer(3, (0.8,), rng),
+        uniform_attention_layer(3, (0.5, 0.2), rng),
+        uniform_attention_layer(3, (0.8,), rng),
     ]
     problem = Problem(rng.standard_normal((4, 3)), PiecewiseControls(layers), 2.0, norm="none")
     levels = (4, 8, 16, 32, 64)

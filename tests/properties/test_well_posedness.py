@@ -27,6 +27,7 @@ from solvers.exact import uniform_attention_solution
 from solvers.flow import LayerFlow
 from solvers.operators import project_to_s1
 from solvers.problem import solve
+from tests.exact_layers import uniform_attention_layer
 
 FLOAT64 = backend("float64")
 UNIT = FLOAT64.unit_roundoff
@@ -199,26 +200,12 @@ def test_the_field_moves_with_the_weights_at_most_by_the_derived_sensitivity(
 # ------------------------------------------------------------------ known constants
 
 
-def _uniform_attention_layer(d: int, rates: tuple[float, ...], rng) -> LayerWeights:
-    """Wk = 0 (uniform attention), Wv_h = a_h I, Wo_h = I, biases 0, FFN off (W2 = 0):
-    u' = 1 ubar M with M = sum_h a_h I."""
-    heads = len(rates)
-    zeros = np.zeros
-    return LayerWeights(
-        wq=rng.standard_normal((heads, d, d)), bq=zeros((heads, d)),
-        wk=zeros((heads, d, d)), bk=zeros((heads, d)),
-        wv=np.stack([a * np.eye(d) for a in rates]), bv=zeros((heads, d)),
-        wo=np.stack([np.eye(d)] * heads), bo=zeros(d),
-        w1=rng.standard_normal((d, 5)), b1=zeros(5), w2=zeros((5, d)), b2=zeros(d),
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize(("rates", "tokens"), [([(0.7,)], 4), ([(0.4, 0.3), (0.9,)], 3)])
 def test_uniform_attention_has_the_lipschitz_constant_exp_of_the_trace_rate(rates, tokens, rng):
     """u(T) = (u0 - ubar0) + ubar0 e^{T a}: constant max(1, e^{sum a}) along the token-mean
     direction, which the bound e^{L T} with L = sum_h ||Wo_h|| ||Wv_h|| attains exactly."""
     d = 3
-    layers = [_uniform_attention_layer(d, r, rng) for r in rates]
+    layers = [uniform_attention_layer(d, r, rng) for r in rates]
     u0 = rng.standard_normal((tokens, d))
     problem = Problem(u0, PiecewiseControls(layers), float(len(layers)), norm="none")
     exact = math.exp(sum(sum(r) for r in rates))
@@ -245,7 +232,7 @@ def test_uniform_attention_control_constant_is_sqrt_n_ubar_t_exp(rng):
     by e^{a T} (e^{T h} - 1) ubar0: the constant sqrt(N) |ubar0| T e^{a T}, which no unit
     direction of Wv exceeds."""
     d, tokens, a = 3, 5, 0.6
-    layer = _uniform_attention_layer(d, (a,), rng)
+    layer = uniform_attention_layer(d, (a,), rng)
     u0 = rng.standard_normal((tokens, d)) + 1.0
     problem = Problem(u0, PiecewiseControls([layer]), 1.0, norm="none")
     mean = u0.mean(axis=0)
