@@ -45,14 +45,19 @@ def attention(bk: Backend, u: Array, layer: BackendLayer, score_bias: Array | No
 
 
 def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | None = None) -> Array:
-    """F(U) = relu(U W1 + b1) W2 + b2, relu the projection onto {z >= 0}. Defined for all U.
+    """F(U) = sigma(U W1 + b1) W2 + b2 with sigma = relu, the projection onto {z >= 0}, or
+    (layer.activation "gelu") GELU(z) = z Phi(z), smooth. Defined for all U.
 
     With `pattern` (0/1 entries of the shape of U W1 + b1) relu is replaced by the product
     with that fixed activation pattern: the analytic continuation of F from the region where
-    exactly those pre-activations are positive, which event location integrates.
+    exactly those pre-activations are positive, which event location integrates. GELU has
+    no kinks, so a pattern is ignored.
     """
     hidden = hidden_preactivations(bk, u, layer)
-    hidden = bk.relu_(hidden) if pattern is None else hidden * pattern
+    if layer.activation == "gelu":
+        hidden = bk.gelu(hidden)
+    else:
+        hidden = bk.relu_(hidden) if pattern is None else hidden * pattern
     output = bk.matmul(hidden, layer.w2)
     output += layer.b2
     return output

@@ -52,7 +52,8 @@ class Reference(SteppingMethod):
     def advance(
         self, flow: LayerFlow, n: int, start: Array, length: Array, steps: int, u: Array
     ) -> Array:
-        if not self.events:
+        kinks = any(w.activation == "relu" for w in flow.problem.controls.acting_on(n))
+        if not self.events or not kinks:  # GELU layers are smooth: nothing to locate
             return super().advance(flow, n, start, length, steps, u)
         bk = flow.bk
         h = length / steps

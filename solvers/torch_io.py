@@ -62,12 +62,18 @@ def _norm_pair(norm: Any, d: int) -> tuple[Any, Any]:
 
 def _layer_weights(index: int, layer: Any) -> LayerWeights:
     torch = _import_torch()
-    if layer.activation_relu_or_gelu != 1 and not (
-        layer.activation is torch.nn.functional.relu or isinstance(layer.activation, torch.nn.ReLU)
+    functional, chosen = torch.nn.functional, layer.activation
+    # torch flags any GELU module as gelu (activation_relu_or_gelu = 2), the tanh one too
+    if chosen is functional.relu or isinstance(chosen, torch.nn.ReLU):
+        activation = "relu"
+    elif chosen is functional.gelu or (
+        isinstance(chosen, torch.nn.GELU) and chosen.approximate == "none"
     ):
+        activation = "gelu"
+    else:
         raise InvalidInputError(
             f"layer {index}: activation {layer.activation!r} is not supported; only relu "
-            "(the projection onto the non-negative orthant)"
+            "(the projection onto the non-negative orthant) and exact gelu"
         )
     attn = layer.self_attn
     if not attn._qkv_same_embed_dim or attn.bias_k is not None or attn.add_zero_attn:
@@ -110,13 +116,14 @@ def _layer_weights(index: int, layer: Any) -> LayerWeights:
         norm2=_norm_pair(layer.norm2, d),
         eps=layer.norm1.eps,
         scale=1.0 / np.sqrt(d_k),
+        activation=activation,
     )
 
 
 def from_torch(module: Any) -> list[LayerWeights]:
     """The LayerWeights of a torch TransformerEncoderLayer or of each layer of a TransformerEncoder.
 
-    Only relu activations are accepted; dropout is ignored (the model is read as in eval
+    relu and exact gelu activations are accepted; dropout is ignored (the model is read as in eval
     mode). Whether the layers are pre- or post-LN is given by `torch_norm_placement`.
     """
     return [_layer_weights(n, layer) for n, layer in enumerate(_encoder_layers(module))]
@@ -164,6 +171,7 @@ def to_torch(layers: Sequence[LayerWeights], norm: str = "post", dtype: str = "f
             layer_norm_eps=w.eps,
             batch_first=True,
             norm_first=(norm == "pre"),
+            activation=w.activation,
             dtype=torch_dtype,
         )
 

@@ -27,6 +27,10 @@ from solvers.backends import Array, Backend
 from solvers.errors import InvalidInputError
 from solvers.validation import finite_array, positive_int
 
+ACTIVATIONS = ("relu", "gelu")
+"""The FFN's activation: relu (the projection onto the orthant, the paper's) or gelu
+(x Phi(x), smooth: the Vision Transformer's)."""
+
 
 @dataclass(frozen=True)
 class BackendLayer:
@@ -52,6 +56,7 @@ class BackendLayer:
     norm2: tuple[Array, Array]
     eps: Array
     scale: Array
+    activation: str = "relu"
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -98,6 +103,7 @@ class LayerWeights:
     norm2: tuple[np.ndarray, np.ndarray] = (np.float64(1.0), np.float64(0.0))
     eps: float = 0.0
     scale: float | None = None
+    activation: str = "relu"
     _on_backend: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -132,6 +138,10 @@ class LayerWeights:
         if eps < 0:
             raise InvalidInputError(f"eps must be >= 0, got {eps!r}")
         object.__setattr__(self, "eps", eps)
+        if self.activation not in ACTIVATIONS:
+            raise InvalidInputError(
+                f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}"
+            )
         scale = 1.0 / math.sqrt(d_k) if self.scale is None else self.scale
         scale = float(finite_array("scale", scale, ()))
         if scale <= 0:
@@ -195,6 +205,7 @@ class LayerWeights:
             norm2=(rounded("norm2 gain", self.norm2[0]), rounded("norm2 bias", self.norm2[1])),
             eps=rounded("eps", self.eps),
             scale=rounded("scale", self.scale),
+            activation=self.activation,
         )
 
     def scaled(self, factor: float) -> LayerWeights:

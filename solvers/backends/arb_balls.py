@@ -51,6 +51,7 @@ class ArbBackend(Backend):
         self._cos = np.frompyfunc(lambda x: x.cos(), 1, 1)
         self._sin = np.frompyfunc(lambda x: x.sin(), 1, 1)
         self._relu = np.frompyfunc(lambda x: x.nonnegative_part(), 1, 1)
+        self._gelu = np.frompyfunc(lambda x: x * (1 + (x / flint.arb(2).sqrt()).erf()) / 2, 1, 1)
         self._float = np.frompyfunc(lambda x: float(x.mid()), 1, 1)
         self._radius = np.frompyfunc(lambda x: float(x.rad()), 1, 1)
         self._positive = np.frompyfunc(lambda x: x > 0, 1, 1)
@@ -186,6 +187,9 @@ class ArbBackend(Backend):
         with self.active():
             result = _flint_matrix(np.asarray(a, dtype=object)).exp()
             return np.array(result.entries(), dtype=object).reshape(np.shape(a))
+
+    def gelu(self, a: Array) -> Array:
+        return np.asarray(self._gelu(a), dtype=object)
 
     def relu_(self, a: Array) -> Array:
         a[...] = self._relu(a)

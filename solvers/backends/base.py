@@ -130,6 +130,11 @@ class Backend(ABC):
         """max(a, 0) elementwise, the projection onto the non-negative orthant, written into a."""
 
     @abstractmethod
+    def gelu(self, a: Array) -> Array:
+        """GELU(a) = a Phi(a) = a (1 + erf(a / sqrt 2)) / 2 elementwise (the exact form, as
+        torch's approximate="none"), a smooth activation rather than a projection."""
+
+    @abstractmethod
     def sum(self, a: Array, axis: int) -> Array:
         """Sum along `axis`, keeping the axis."""
 

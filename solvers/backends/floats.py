@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 import scipy.linalg
+import scipy.special
 
 from solvers.backends.base import Array, Backend, ball_midpoints
 from solvers.errors import InvalidInputError
@@ -106,6 +108,18 @@ class NativeFloatBackend(Backend):
 
     def relu_(self, a: Array) -> Array:
         return np.maximum(a, 0, out=a)
+
+    def gelu(self, a: Array) -> Array:
+        if self.dtype.itemsize > 8:  # scipy's erf is float64 only: longdouble's via mpmath
+            with mpmath.workdps(30):
+                erf = [
+                    mpmath.nstr(mpmath.erf(mpmath.mpf(str(x)) / mpmath.sqrt(2)), 25)
+                    for x in np.ravel(a)
+                ]
+            phi = (1 + np.array(erf, dtype=self.dtype).reshape(np.shape(a))) / 2
+            return a * phi
+        wide = np.asarray(a, dtype=np.float64)  # evaluated in float64, rounded to the format
+        return (wide * (1 + scipy.special.erf(wide / np.sqrt(2))) / 2).astype(self.dtype)
 
     def sum(self, a: Array, axis: int) -> Array:
         return np.sum(a, axis=axis, keepdims=True)

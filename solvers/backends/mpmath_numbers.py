@@ -35,6 +35,8 @@ class MpmathBackend(Backend):
         self._cos = np.frompyfunc(ctx.cos, 1, 1)
         self._sin = np.frompyfunc(ctx.sin, 1, 1)
         self._relu = np.frompyfunc(lambda x: x if x > 0 else ctx.zero, 1, 1)
+        root2 = ctx.sqrt(2)
+        self._gelu = np.frompyfunc(lambda x: x * (1 + ctx.erf(x / root2)) / 2, 1, 1)
         self._float = np.frompyfunc(float, 1, 1)
         digits_out = repr_dps(ctx.prec)
         self._string = np.frompyfunc(lambda x: to_str(x._mpf_, digits_out), 1, 1)
@@ -117,6 +119,9 @@ class MpmathBackend(Backend):
         """mpmath's expm (Taylor with scaling and squaring) at this context's precision."""
         result = self.context.expm(self.context.matrix(np.asarray(a, dtype=object).tolist()))
         return self._objects(result.tolist())
+
+    def gelu(self, a: Array) -> Array:
+        return self._objects(self._gelu(a))
 
     def relu_(self, a: Array) -> Array:
         a[...] = self._relu(a)

@@ -21,6 +21,7 @@ from solvers import (
     solve,
 )
 from solvers.backends import convert
+from solvers.backends.base import ball_midpoints
 from solvers.errors import NumericalBreakdownError
 from tests.precisions import ALL_PRECISIONS
 
@@ -239,3 +240,19 @@ def test_longdouble_rounds_fractions_once():
 def test_arb_certifies_a_result_that_is_exactly_zero():
     zero = backend("arb", 20).certify(lambda working: working.asarray(np.zeros(3)))
     assert all(ball.is_zero() for ball in zero)
+
+
+@pytest.mark.parametrize("bk", ALL_PRECISIONS, ids=repr)
+def test_gelu_is_x_phi_of_x_to_the_formats_rounding(bk):
+    """GELU(x) = x (1 + erf(x / sqrt 2)) / 2 against mpmath at 60 digits: within 4 u of
+    max(|GELU(x)|, u) (erf and the products round a few times)."""
+    x = np.array([-6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0])
+    with bk.active():
+        strings = bk.to_strings(bk.gelu(bk.asarray(x)))
+    inputs = ball_midpoints(bk.to_strings(bk.to_output(bk.asarray(x))))
+    with mpmath.workdps(60):
+        for given, computed in zip(inputs, ball_midpoints(strings), strict=True):
+            t = mpmath.mpf(str(given))
+            exact = t * (1 + mpmath.erf(t / mpmath.sqrt(2))) / 2
+            error = abs(mpmath.mpf(str(computed)) - exact)
+            assert error <= 4 * bk.unit_roundoff * max(abs(exact), 1), (given, error)

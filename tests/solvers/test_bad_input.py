@@ -172,11 +172,17 @@ def test_solve_reports_a_constant_row_reached_inside_a_post_ln_problem(rng):
 
 
 def test_from_torch_rejects():
-    gelu = torch.nn.TransformerEncoderLayer(8, 2, 16, activation="gelu")
+    tanh_gelu = torch.nn.TransformerEncoderLayer(
+        8, 2, 16, activation=torch.nn.GELU(approximate="tanh")
+    )
     with pytest.raises(
         InvalidInputError, match=r"layer 0: activation .* is not supported; only relu"
     ):
-        from_torch(gelu)
+        from_torch(tanh_gelu)
+    with pytest.raises(InvalidInputError, match="activation must be one of relu, gelu"):
+        dataclasses.replace(
+            from_torch(torch.nn.TransformerEncoderLayer(8, 2, 16))[0], activation="swish"
+        )
     with pytest.raises(InvalidInputError, match="got Linear"):
         from_torch(torch.nn.Linear(3, 3))
     layer = torch.nn.TransformerEncoderLayer(8, 2, 16)

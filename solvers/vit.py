@@ -1,0 +1,68 @@
+"""The Vision Transformer's preparation of the initial condition: patches, class token,
+position embeddings.
+
+An image batch X of shape (B, C, H, W) is cut into P = (H / p)(W / p) non-overlapping
+p x p patches in row-major order; patch (i, j) is the token at the point ((i + 1/2) p / H,
+(j + 1/2) p / W) of the two-dimensional token domain [0, 1)^2. Its embedding is the
+linear map of the flattened patch (channel, row, column order, as torch's Conv2d with
+kernel = stride = p):
+
+    e_ij = W vec(X[:, :, ip:(i+1)p, jp:(j+1)p]) + b        (W: (d, C, p, p), b: (d,))
+
+and u0 = [c; e_1; ...; e_P] + E with the class token c (d,) in front and the position
+embeddings E (1 + P, d). The ViT encoder is then the pre-LN flow with GELU (MODEL.md
+section 3 with F using GELU): `solve(Problem(u0, controls, L, norm="pre"), "lie", 1)` with
+layers whose activation is "gelu" is torch's TransformerEncoder(norm_first=True,
+activation="gelu") on u0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solvers.errors import InvalidInputError
+from solvers.validation import finite_array, positive_int
+
+
+def patch_embedding(
+    images: np.ndarray, patch: int, weight: np.ndarray, bias: np.ndarray
+) -> np.ndarray:
+    """The patch tokens e_ij (B, P, d) of images (B, C, H, W); see the module docstring."""
+    images = finite_array("images", images, (None, None, None, None))
+    patch = positive_int("patch", patch)
+    batch, channels, height, width = images.shape
+    if height % patch or width % patch:
+        raise InvalidInputError(
+            f"the patch size {patch} must divide the image size {height} x {width}"
+        )
+    weight = finite_array("weight", weight, (None, channels, patch, patch))
+    bias = finite_array("bias", bias, (weight.shape[0],))
+    rows, cols = height // patch, width // patch
+    patches = images.reshape(batch, channels, rows, patch, cols, patch)
+    patches = patches.transpose(0, 2, 4, 1, 3, 5).reshape(batch, rows * cols, -1)
+    return patches @ weight.reshape(weight.shape[0], -1).T + bias
+
+
+def vit_initial_condition(
+    images: np.ndarray,
+    patch: int,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    class_token: np.ndarray,
+    positions: np.ndarray,
+) -> np.ndarray:
+    """u0 = [c; e_1; ...; e_P] + E of shape (B, 1 + P, d); see the module docstring."""
+    tokens = patch_embedding(images, patch, weight, bias)
+    batch, count, d = tokens.shape
+    class_token = finite_array("class_token", class_token, (d,))
+    positions = finite_array("positions", positions, (count + 1, d))
+    cls = np.broadcast_to(class_token, (batch, 1, d))
+    return np.concatenate([cls, tokens], axis=1) + positions
+
+
+def patch_centres(rows: int, cols: int) -> np.ndarray:
+    """The points ((i + 1/2) / rows, (j + 1/2) / cols) of the patch tokens in [0, 1)^2,
+    row-major: the midpoint grid of the two-dimensional token domain."""
+    rows, cols = positive_int("rows", rows), positive_int("cols", cols)
+    i, j = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    return np.stack([(i.ravel() + 0.5) / rows, (j.ravel() + 0.5) / cols], axis=-1)
