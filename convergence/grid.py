@@ -50,6 +50,16 @@ class GridStudy:
         return record
 
 
+def is_spectral(sizes: Sequence[int], errors: Sequence[float]) -> bool:
+    """Whether some local order log(e_i / e_i+1) / log(n_i+1 / n_i) reaches SPECTRAL_ORDER."""
+    local = [
+        np.log(e0 / e1) / np.log(n1 / n0)
+        for (n0, e0), (n1, e1) in itertools.pairwise(zip(sizes, errors, strict=True))
+        if e1 > 0
+    ]
+    return bool(local) and bool(max(local) >= SPECTRAL_ORDER)
+
+
 def grid_study(
     layer: ContinuousLayer,
     f: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -85,12 +95,7 @@ def grid_study(
         errors.append(float(np.abs(attention_at(layer, f, grid, x, zeta) - reference).max()))
     floor = 1e-15 * float(np.abs(reference).max())
     estimate = estimate_order([1 / n for n in sizes], errors, expected=expected, floor=floor)
-    local = [
-        np.log(e0 / e1) / np.log(n1 / n0)
-        for (n0, e0), (n1, e1) in itertools.pairwise(zip(sizes, errors, strict=True))
-        if e1 > 0
-    ]
-    spectral = bool(local) and bool(max(local) >= SPECTRAL_ORDER)
+    spectral = is_spectral(sizes, errors)
     return GridStudy(
         rule=rule, axis=axis, sizes=[int(n) for n in sizes], errors=errors, estimate=estimate,
         spectral=spectral, reference=f"gauss-legendre, {reference_size} points per axis",
