@@ -59,6 +59,8 @@ def standard_encoder(
     post: x <- LN1(x + MHA(x)); x <- LN2(x + FFN(x))
     pre:  x <- x + MHA(LN1(x)); x <- x + FFN(LN2(x))
     none: x <- x + MHA(x);      x <- x + FFN(x)
+
+    FFN(y) = act(y W1 + b1) W2 + b2 with the layer's activation (relu or gelu).
     """
     bk = backend(precision)
     return bk.certify(lambda working: _encode(working, layers, u0, norm, causal))
@@ -73,11 +75,12 @@ def _encode(
     mask = bk.asarray(mask)
     for layer in layers:
         w = _weights(bk, layer)
+        act = bk.gelu if layer.activation == "gelu" else bk.relu_
         blocks = (
             (lambda y, w=w, h=layer.heads: _multi_head(bk, y, w, h, mask), w["norm1"]),
             (
-                lambda y, w=w: (
-                    bk.matmul(bk.relu_(bk.matmul(y, w["w1"]) + w["b1"]), w["w2"]) + w["b2"]
+                lambda y, w=w, act=act: (
+                    bk.matmul(act(bk.matmul(y, w["w1"]) + w["b1"]), w["w2"]) + w["b2"]
                 ),
                 w["norm2"],
             ),

@@ -40,6 +40,9 @@ PAPER_CLAIMS = (
     "A trained-size Transformer is close to its continuous (time-step) limit",
     "Near constant rows the LN projection is ill-conditioned: Lipschitz ~ sigma2 / std",
     "Step-size stability follows the linearised flow where the linearisation applies",
+    "The framework covers the Vision Transformer (pre-LN, GELU)",
+    "The ViT's time-step limit exists, with the schemes' orders",
+    "The framework covers the Convolutional vision Transformer (CvT)",
 )
 FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
 

@@ -11,6 +11,7 @@ from reports.experiments.limits import LAYER_NORM_LIMIT, TRANSFORMER_LIMIT
 from reports.experiments.precision import PRECISION_LADDER, ROUNDING_DEPTH
 from reports.experiments.stability import STABILITY
 from reports.experiments.time_step import SPLITTING_TABLE, TIME_STEP
+from reports.experiments.vision import CVT, VIT
 from reports.experiments.well_posedness import WELL_POSEDNESS
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -28,5 +29,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         WELL_POSEDNESS,
         CONDITIONING,
         STABILITY,
+        VIT,
+        CVT,
     )
 }

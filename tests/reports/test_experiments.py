@@ -32,6 +32,8 @@ TINY = {
     "well-posedness": {"configurations": 1},
     "stability": {"methods": ["lie"], "scales": [1.0], "temperatures": [1.0, 2.0],
                   "problem": SMALL_POST, "lyapunov_methods": ["lie"], "max_steps_per_unit": 64},
+    "vit": {"image": 4, "patch": 2, "d": 8, "steps_per_unit": [4, 8, 16, 32]},
+    "cvt": {"sizes": [6, 12, 24], "reference_size": 96},
     "conditioning": {"stds": [1.0, 0.1, 0.01, 0.001], "betas": [1.0, 2.0, 4.0, 8.0]},
 }  # fmt: skip
 

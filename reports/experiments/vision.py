@@ -1,0 +1,273 @@
+"""The paper's vision variants as study experiments.
+
+kind "vit": case "twin" checks that the ViT encoder (pre-LN, GELU) on the initial
+condition of seeded images (patch embedding, class token, position embeddings;
+solvers.vit) is the Lie step at dt = 1, against the textbook encoder and, when installed,
+torch; case "orders" runs the time-step study of the GELU pre-LN flow (Lie 1,
+Strang-RK2 2, projected RK4 4). kind "cvt": the convolutional attention on the 2-D token
+grid against its continuous operator, for a smooth periodic (Gaussian) kernel and for
+the tent kernel, with and without strided keys and values (convergence.conv_grid).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from convergence.conv_grid import conv_grid_study
+from convergence.time_step import time_step_study
+from properties.transformer_identity import check_lie_is_transformer
+from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
+from reports.figures import convergence_figure
+from reports.schema import Field, array_of, integer
+from reports.tables import ORDER_HEADERS, markdown_table, order_cells
+from reports.tables import number as cell
+from solvers import LayerWeights, PiecewiseControls, Problem
+from solvers.cvt import ConvAttention, gaussian_kernel, tent_kernel
+from solvers.torch_io import torch_available
+from solvers.vit import vit_initial_condition
+
+VIT_FIELDS = {
+    "image": Field(integer(2, 64), 8),
+    "patch": Field(integer(1, 16), 4),
+    "channels": Field(integer(1, 4), 3),
+    "d": Field(integer(2, 128), 16),
+    "heads": Field(integer(1, 16), 2),
+    "layers": Field(integer(1, 12), 2),
+    "steps_per_unit": Field(
+        array_of(integer(1, 4096), minimum=3, distinct=True), [4, 8, 16, 32, 64]
+    ),
+}
+ORDERS = {"lie": 1.0, "strang-rk2": 2.0, "projected-rk4": 4.0}
+
+
+def _vit_cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [("twin", params | {"case": "twin"}), ("orders", params | {"case": "orders"})]
+
+
+def _vit_run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    d, patch, channels = case["d"], case["patch"], case["channels"]
+    if case["case"] == "twin":
+        count = (case["image"] // patch) ** 2
+        images = rng.standard_normal((2, channels, case["image"], case["image"]))
+        u0 = vit_initial_condition(
+            images,
+            patch,
+            rng.standard_normal((d, channels, patch, patch)) / patch,
+            rng.standard_normal(d),
+            rng.standard_normal(d),
+            rng.standard_normal((count + 1, d)),
+        )
+        layers = [
+            dataclasses.replace(
+                LayerWeights.random(d, case["heads"], 4 * d, rng, affine=True, eps=1e-6),
+                activation="gelu",
+            )
+            for _ in range(case["layers"])
+        ]
+        references = ["textbook", *(["torch"] if torch_available() else [])]
+        checks = [
+            check_lie_is_transformer(layers, u0, reference=r, norm="pre").to_json()
+            for r in references
+        ]
+        return {"case": "twin", "checks": checks, "tokens": count + 1}
+    layers = [
+        dataclasses.replace(
+            LayerWeights.random(8, 2, 16, rng, weight_scale=0.8, affine=True, eps=1e-6),
+            activation="gelu",
+        )
+        for _ in range(2)
+    ]
+    problem = Problem(rng.standard_normal((5, 8)), PiecewiseControls(layers), 2, norm="pre")
+    study = time_step_study(problem, list(ORDERS), case["steps_per_unit"], expected=ORDERS)
+    return {"case": "orders"} | study.to_json()
+
+
+def _vit_render(title: str, records: list[Record]) -> Section:
+    by_case = {r["result"]["case"]: r["result"] for r in records if r["status"] == "ok"}
+    parts, figures, evidence, merit = [], [], [], {}
+    twin = by_case.get("twin")
+    if twin:
+        rows = [
+            [
+                c["configuration"].get("reference", ""),
+                c["verdict"],
+                cell(c["defect"]),
+                cell(c["tolerance"]),
+            ]
+            for c in twin["checks"]
+        ]
+        parts.append(
+            f"**ViT encoder = pre-LN GELU Lie step** ({twin['tokens']} tokens, class "
+            "token included).\n\n"
+            + markdown_table(["reference", "verdict", "defect", "tolerance"], rows)
+        )
+        holds = all(c["verdict"] == "holds" for c in twin["checks"])
+        evidence.append(
+            Evidence(
+                "The framework covers the Vision Transformer (pre-LN, GELU)",
+                "verified" if holds else "refuted",
+                "the ViT block is the pre-LN Lie step with GELU against "
+                + ", ".join(r[0] for r in rows)
+                + " (defects "
+                + ", ".join(r[2] for r in rows)
+                + ")",
+            )
+        )
+    orders = by_case.get("orders")
+    if orders:
+        rows = [[m["method"], *order_cells(m["estimate"])] for m in orders["methods"]]
+        parts.append(
+            "**Time-step orders of the GELU pre-LN flow.**\n\n"
+            + markdown_table(["method", *ORDER_HEADERS], rows)
+        )
+        series = [
+            (m["method"], [1 / s for s in m["steps_per_unit"]], m["max_abs"], m["estimate"])
+            for m in orders["methods"]
+        ]
+        figures.append(
+            Figure(
+                slug(f"{title} orders"),
+                "ViT flow: error against dt.",
+                convergence_figure(f"{title}: GELU pre-LN flow", "dt", series),
+            )
+        )
+        passed = all(m["estimate"]["verdict"] == "PASS" for m in orders["methods"])
+        evidence.append(
+            Evidence(
+                "The ViT's time-step limit exists, with the schemes' orders",
+                "verified" if passed else "qualified",
+                "; ".join(f"{r[0]} {r[1]} ({r[3]})" for r in rows),
+            )
+        )
+        for m in orders["methods"]:
+            e = m["estimate"]
+            merit[f"{m['method']}.order"] = {
+                "value": e["order"],
+                "low": e["interval"][0],
+                "high": e["interval"][1],
+                "verdict": e["verdict"],
+            }
+    return Section(title, "\n".join(parts), figures, "", evidence, merit)
+
+
+CVT_FIELDS = {
+    "sizes": Field(array_of(integer(2, 1024), minimum=3, distinct=True), [12, 24, 48, 96]),
+    "reference_size": Field(integer(8, 2048), 768),
+    "d": Field(integer(1, 32), 4),
+}
+KERNELS = {"gaussian": lambda: gaussian_kernel(0.07), "tent": lambda: tent_kernel(0.15)}
+
+
+def _cvt_cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{kernel} stride {stride}", params | {"kernel": kernel, "stride": stride})
+        for kernel in KERNELS
+        for stride in (1, 2)
+    ]
+
+
+def _cvt_run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    d = case["d"]
+    waves = np.array([[1, 0], [0, 1], [1, 2]])
+    amplitude, phase = rng.standard_normal((d, 3)), rng.uniform(0, 2 * np.pi, (d, 3))
+
+    def data(x: np.ndarray) -> np.ndarray:
+        angle = 2 * np.pi * (x @ waves.T)
+        return np.stack(
+            [(amplitude[c] * np.cos(angle + phase[c])).sum(axis=1) for c in range(d)], 1
+        )
+
+    layer = ConvAttention.random(d, d, KERNELS[case["kernel"]](), seed)
+    expected = 2.0 if case["kernel"] == "tent" else None
+    study = conv_grid_study(
+        layer,
+        data,
+        case["sizes"],
+        stride=case["stride"],
+        reference_size=case["reference_size"],
+        seed=seed,
+        expected=expected,
+    )
+    return {"kernel": case["kernel"], "stride": case["stride"]} | study.to_json()
+
+
+def _cvt_render(title: str, records: list[Record]) -> Section:
+    done = [r["result"] for r in records if r["status"] == "ok"]
+    rows, series, merit = [], [], {}
+    for r in done:
+        label = f"{r['kernel']}, stride {r['stride']}"
+        rows.append(
+            [
+                label,
+                *order_cells(r["estimate"]),
+                "spectral" if r["spectral"] else "algebraic",
+                cell(r["errors"][-1]),
+            ]
+        )
+        series.append((label, [1 / n for n in r["sizes"]], r["errors"], r["estimate"]))
+        if not r["spectral"]:
+            e = r["estimate"]
+            merit[f"{r['kernel']}.stride{r['stride']}.order"] = {
+                "value": e["order"],
+                "low": e["interval"][0],
+                "high": e["interval"][1],
+                "verdict": e["verdict"],
+            }
+    markdown = (
+        "Convolutional attention on the n x n token grid of T^2 against a "
+        f"{done[0]['reference'] if done else '-'} reference.\n\n"
+        + markdown_table(["kernel", *ORDER_HEADERS, "convergence", "finest error"], rows)
+    )
+    figures = (
+        [
+            Figure(
+                slug(title),
+                "CvT attention: error against the token grid size.",
+                convergence_figure(title, "h = 1/n", series),
+            )
+        ]
+        if series
+        else []
+    )
+    ok = all(
+        r["spectral"] if r["kernel"] == "gaussian" else r["estimate"]["verdict"] == "PASS"
+        for r in done
+    )
+    evidence = (
+        [
+            Evidence(
+                "The framework covers the Convolutional vision Transformer (CvT)",
+                "verified" if done and ok else "qualified",
+                "the grid operator converges to the continuous one at the midpoint rule's rate: "
+                + "; ".join(
+                    f"{r[0]}: {r[1] if r[-2] == 'algebraic' else 'spectral'}" for r in rows
+                ),
+            )
+        ]
+        if done
+        else []
+    )
+    return Section(title, markdown, figures, "", evidence, merit)
+
+
+VIT = Experiment(
+    "vit",
+    "the Vision Transformer: encoder twin and time-step orders of its flow",
+    VIT_FIELDS,
+    _vit_cases,
+    _vit_run,
+    _vit_render,
+)
+CVT = Experiment(
+    "cvt",
+    "the CvT's convolutional attention on a 2-D token grid: grid convergence",
+    CVT_FIELDS,
+    _cvt_cases,
+    _cvt_run,
+    _cvt_render,
+)
