@@ -46,6 +46,14 @@ def quadrature(rule: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return (nodes + 1) / 2, weights / 2
 
 
+def product_quadrature(rule: str, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rule on each axis of the 2-D token domain [0, 1)^2: nodes (rows * cols, 2),
+    row-major, and the product weights w_a w_b (summing to 1)."""
+    (x, wx), (y, wy) = quadrature(rule, rows), quadrature(rule, cols)
+    a, b = np.meshgrid(x, y, indexing="ij")
+    return np.stack([a.ravel(), b.ravel()], axis=-1), np.outer(wx, wy).ravel()
+
+
 @dataclass(frozen=True)
 class Grid:
     """Sizes and one rule per axis: tokens x, features y, head features eta, hidden z."""

@@ -18,10 +18,14 @@ activation="gelu") on u0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from solvers.errors import InvalidInputError
+from solvers.grids import product_quadrature
 from solvers.validation import finite_array, positive_int
+from solvers.weights import LayerWeights
 
 
 def patch_embedding(
@@ -58,6 +62,38 @@ def vit_initial_condition(
     positions = finite_array("positions", positions, (count + 1, d))
     cls = np.broadcast_to(class_token, (batch, 1, d))
     return np.concatenate([cls, tokens], axis=1) + positions
+
+
+def attention_2d_at(
+    layer: LayerWeights,
+    f: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    rule: str,
+    points: np.ndarray,
+) -> np.ndarray:
+    """The attention integral over the 2-D token domain, by `rule` on an n x n grid, at
+    `points` (m, 2) (the Nystrom extension; on the grid nodes it is the discrete operator
+    with token weights log w, solvers.operators.attention):
+
+        A(f)(x) = sum_h [sum_j w_j exp(s q_h(x).k_h(y_j)) v_h(y_j) / sum_j w_j exp(...)] Wo_h
+                  + b_o,
+        q_h(x) = f(x) Wq_h + bq_h,  k_h(y) = f(y) Wk_h + bk_h,  v_h(y) = f(y) Wv_h + bv_h,
+
+    f: [0, 1)^2 -> R^d a state of the token variable (the continuous patch-token field).
+    """
+    nodes, weights = product_quadrature(rule, n, n)
+    points = finite_array("points", points, (None, 2))
+    values, probe = f(nodes), f(points)
+    output = np.broadcast_to(layer.bo, (len(points), layer.d_model)).copy()
+    for h in range(layer.heads):
+        q = probe @ layer.wq[h] + layer.bq[h]
+        k = values @ layer.wk[h] + layer.bk[h]
+        v = values @ layer.wv[h] + layer.bv[h]
+        scores = layer.scale * q @ k.T + np.log(weights)
+        scores -= scores.max(axis=1, keepdims=True)
+        p = np.exp(scores)
+        output += (p / p.sum(axis=1, keepdims=True)) @ v @ layer.wo[h]
+    return output
 
 
 def patch_centres(rows: int, cols: int) -> np.ndarray:

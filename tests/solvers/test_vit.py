@@ -13,7 +13,7 @@ from convergence.order import PASS
 from convergence.time_step import time_step_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, solve
 from solvers.torch_io import from_torch
-from solvers.vit import patch_centres, patch_embedding, vit_initial_condition
+from solvers.vit import attention_2d_at, patch_centres, patch_embedding, vit_initial_condition
 
 
 class TorchViT(torch.nn.Module):
@@ -103,3 +103,48 @@ def test_bad_images_are_named():
     with pytest.raises(InvalidInputError, match="positions"):
         vit_initial_condition(np.zeros((1, 1, 4, 4)), 2, np.zeros((2, 1, 2, 2)), np.zeros(2),
                               np.zeros(2), np.zeros((4, 2)))  # fmt: skip
+
+
+def _smooth(x):
+    """Smooth on [0, 1]^2, not periodic."""
+    return np.stack([np.exp(x[:, 0]) * np.cos(1.3 * x[:, 1]), x[:, 0] * x[:, 1],
+                     np.sin(2.1 * x[:, 0] + 0.4), np.cos(x[:, 1] ** 2)], 1)  # fmt: skip
+
+
+def test_on_the_grid_the_2d_attention_integral_is_the_weighted_operator():
+    """At the nodes, the Nystrom form is the discrete operator with token weights log w."""
+    from solvers import backend
+    from solvers.grids import product_quadrature
+    from solvers.operators import attention
+
+    layer = LayerWeights.random(4, 2, 8, 0)
+    nodes, weights = product_quadrature("gauss-legendre", 5, 5)
+    assert np.isclose(weights.sum(), 1)
+    bk = backend("float64")
+    with bk.active():
+        expected = attention(bk, _smooth(nodes), layer.on(bk),
+                             np.broadcast_to(np.log(weights), (25, 25)).copy())  # fmt: skip
+    on_grid = attention_2d_at(layer, _smooth, 5, "gauss-legendre", nodes)
+    assert np.abs(on_grid - expected).max() < 1e-14
+
+
+@pytest.mark.parametrize(
+    ("rule", "order"), [("midpoint", 2.0), ("trapezoid", 1.0), ("gauss-legendre", None)]
+)
+def test_2d_token_quadrature_converges_at_its_rules_rate(rule, order):
+    """Non-periodic data: midpoint 2, the periodic trapezoid (a rectangle rule here) 1,
+    Gauss-Legendre per axis spectral."""
+    from convergence.grid import is_spectral
+    from convergence.order import estimate_order
+
+    layer = LayerWeights.random(4, 2, 8, 0)
+    probes = np.random.default_rng(1).random((16, 2))
+    reference = attention_2d_at(layer, _smooth, 160, "gauss-legendre", probes)
+    sizes = [4, 8, 16, 32] if order else [4, 8, 16]
+    errors = [np.abs(attention_2d_at(layer, _smooth, n, rule, probes) - reference).max()
+              for n in sizes]  # fmt: skip
+    if order is None:
+        assert is_spectral(sizes, errors) and errors[-1] < 1e-13
+    else:
+        estimate = estimate_order([1 / n for n in sizes], errors, expected=order)
+        assert estimate.verdict == PASS, estimate
