@@ -79,7 +79,7 @@ class PiecewiseControls:
 class SmoothControls:
     """theta(t) = sum_m l_m(t) theta_m on [0, horizon]: Lagrange interpolation in time.
 
-    The keyframes must share every size, the number of heads and eps (which is not
+    The keyframes must share every size, the number of heads, the activation and eps (which is not
     interpolated). Norms that are the same in all keyframes stay constant; otherwise
     they move with t, and post-LN flows follow the moving constraint set.
     """
@@ -89,11 +89,19 @@ class SmoothControls:
     ) -> None:
         self.keyframes = _check_layers(keyframes, "SmoothControls")
         first = self.keyframes[0]
-        shape = (first.heads, first.d_k, first.d_v, first.d_ff, first.eps)
+        shape = (first.heads, first.d_k, first.d_v, first.d_ff, first.eps, first.activation)
         for m, frame in enumerate(self.keyframes):
-            if (frame.heads, frame.d_k, frame.d_v, frame.d_ff, frame.eps) != shape:
+            if (
+                frame.heads,
+                frame.d_k,
+                frame.d_v,
+                frame.d_ff,
+                frame.eps,
+                frame.activation,
+            ) != shape:
                 raise InvalidInputError(
-                    f"keyframe {m} differs from keyframe 0 in heads, d_k, d_v, d_ff or eps"
+                    f"keyframe {m} differs from keyframe 0 in heads, d_k, d_v, d_ff, eps or "
+                    "activation"
                 )
         if len(times) != len(self.keyframes):
             raise InvalidInputError(
@@ -152,7 +160,7 @@ class SmoothControls:
         combined = {}
         for field in fields(BackendLayer):
             values = [getattr(p, field.name) for p in packed]
-            if field.name in ("heads", "d_k", "d_v", "eps"):
+            if field.name in ("heads", "d_k", "d_v", "eps", "activation"):
                 combined[field.name] = values[0]
             elif field.name in ("norm1", "norm2"):
                 combined[field.name] = tuple(
