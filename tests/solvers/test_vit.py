@@ -126,25 +126,3 @@ def test_on_the_grid_the_2d_attention_integral_is_the_weighted_operator():
                              np.broadcast_to(np.log(weights), (25, 25)).copy())  # fmt: skip
     on_grid = attention_2d_at(layer, _smooth, 5, "gauss-legendre", nodes)
     assert np.abs(on_grid - expected).max() < 1e-14
-
-
-@pytest.mark.parametrize(
-    ("rule", "order"), [("midpoint", 2.0), ("trapezoid", 1.0), ("gauss-legendre", None)]
-)
-def test_2d_token_quadrature_converges_at_its_rules_rate(rule, order):
-    """Non-periodic data: midpoint 2, the periodic trapezoid (a rectangle rule here) 1,
-    Gauss-Legendre per axis spectral."""
-    from convergence.grid import is_spectral
-    from convergence.order import estimate_order
-
-    layer = LayerWeights.random(4, 2, 8, 0)
-    probes = np.random.default_rng(1).random((16, 2))
-    reference = attention_2d_at(layer, _smooth, 160, "gauss-legendre", probes)
-    sizes = [4, 8, 16, 32] if order else [4, 8, 16]
-    errors = [np.abs(attention_2d_at(layer, _smooth, n, rule, probes) - reference).max()
-              for n in sizes]  # fmt: skip
-    if order is None:
-        assert is_spectral(sizes, errors) and errors[-1] < 1e-13
-    else:
-        estimate = estimate_order([1 / n for n in sizes], errors, expected=order)
-        assert estimate.verdict == PASS, estimate

@@ -1,12 +1,13 @@
-"""The CvT's convolutional attention on a 2-D token grid converges to its continuous
-operator at the midpoint rule's rate: spectral for smooth periodic kernels, 2 for the tent."""
+"""Grid refinement on the 2-D token domain: the CvT's convolutional attention converges to
+its continuous operator at the midpoint rule's rate (spectral for smooth periodic kernels,
+2 for the tent), the ViT's attention integral at each rule's rate."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from convergence.conv_grid import conv_grid_study
+from convergence.grid_2d import cvt_grid_study, vit_grid_study
 from convergence.order import PASS
 from solvers import InvalidInputError
 from solvers.cvt import (
@@ -33,14 +34,14 @@ def smooth_data(x: np.ndarray) -> np.ndarray:
 
 def test_smooth_periodic_kernel_converges_spectrally():
     layer = ConvAttention.random(D, 4, gaussian_kernel(0.07), 1)
-    study = conv_grid_study(layer, smooth_data, [6, 12, 24, 48], reference_size=256)
+    study = cvt_grid_study(layer, smooth_data, [6, 12, 24, 48], reference_size=256)
     assert study.spectral and study.errors[2] < 1e-11
 
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_tent_kernel_converges_at_order_two(stride):
     layer = ConvAttention.random(D, 4, tent_kernel(0.15), 1)
-    study = conv_grid_study(
+    study = cvt_grid_study(
         layer, smooth_data, [12, 24, 48, 96], stride=stride, reference_size=768, expected=2
     )
     assert study.estimate.verdict == PASS, study.estimate
@@ -66,4 +67,27 @@ def test_bad_input():
     with pytest.raises(InvalidInputError, match="radius must lie in"):
         tent_kernel(0.7)
     with pytest.raises(InvalidInputError, match="reference grid"):
-        conv_grid_study(layer, smooth_data, [4, 8, 16], reference_size=16)
+        cvt_grid_study(layer, smooth_data, [4, 8, 16], reference_size=16)
+
+
+def _smooth(x):
+    """Smooth on [0, 1]^2, not periodic."""
+    return np.stack([np.exp(x[:, 0]) * np.cos(1.3 * x[:, 1]), x[:, 0] * x[:, 1],
+                     np.sin(2.1 * x[:, 0] + 0.4), np.cos(x[:, 1] ** 2)], 1)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rule", "order"), [("midpoint", 2.0), ("trapezoid", 1.0), ("gauss-legendre", None)]
+)
+def test_vit_attention_integral_converges_at_its_rules_rate(rule, order):
+    """Non-periodic data: midpoint 2, the periodic trapezoid (a rectangle rule here) 1,
+    Gauss-Legendre per axis spectral."""
+    from solvers import LayerWeights
+
+    layer = LayerWeights.random(4, 2, 8, 0)
+    sizes = [4, 8, 16, 32] if order else [4, 8, 16]
+    study = vit_grid_study(layer, _smooth, rule, sizes, reference_size=160, expected=order)
+    if order is None:
+        assert study.spectral and study.errors[-1] < 1e-13
+    else:
+        assert study.estimate.verdict == PASS, study.estimate
