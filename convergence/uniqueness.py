@@ -21,7 +21,6 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
@@ -31,8 +30,8 @@ from convergence.order import OrderEstimate, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
-from solvers.problem import METHODS
-from solvers.provenance import versions
+from solvers.problem import METHODS, layer_lengths
+from solvers.provenance import json_float, versions
 from solvers.schemes import SteppingMethod
 from solvers.validation import choice, positive_int
 
@@ -41,17 +40,6 @@ ROUNDING_ALLOWANCE = 100
 SAME_LIMIT_VERDICTS = ("PASS", "SUPERCONVERGENT", "FLOOR")
 """Verdicts of estimate_order that show two runs share their limit."""
 SAME, DIFFERENT = "same limit", "different limits"
-
-
-def _plain(x: float) -> float | str:
-    """A float for JSON: finite values as they are, nan and inf as their repr."""
-    x = float(x)
-    return x if math.isfinite(x) else repr(x)
-
-
-def _lengths(t_final: float) -> list[float]:
-    end = Fraction(t_final)
-    return [float(min(end, n + 1) - n) for n in range(math.ceil(end))]
 
 
 @dataclass(frozen=True)
@@ -76,7 +64,7 @@ class PairDifference:
             "first": self.first,
             "second": self.second,
             "expected_order": self.expected_order,
-            "differences": [_plain(x) for x in self.differences],
+            "differences": [json_float(x) for x in self.differences],
             "estimate": None if self.estimate is None else self.estimate.to_json(),
             "allowance": self.allowance,
             "verdict": self.verdict,
@@ -155,7 +143,7 @@ def uniqueness_study(
         raise InvalidInputError("a uniqueness study needs at least two runs (methods x precisions)")
     labels = [f"{m.name}@{bk!r}" for m, bk in runs]
 
-    lengths = _lengths(problem.t_final)
+    lengths = layer_lengths(problem.t_final)
     solutions, allowances = {}, {}
     for label, (method, bk) in zip(labels, runs, strict=True):
         solutions[label] = [solve(problem, method, m, bk) for m in levels]

@@ -60,8 +60,8 @@ from solvers import LayerWeights, backend
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
 from solvers.operators import attention, project_to_s1
-from solvers.provenance import versions
-from solvers.validation import finite_array, positive_int
+from solvers.provenance import json_float, versions
+from solvers.validation import finite_array, positive_int, positive_number, positive_sweep
 
 DEFAULT_STDS = tuple(10.0 ** (-k / 2) for k in range(13))  # 1 down to 1e-6: six decades
 DEFAULT_BETAS = tuple(2.0 ** (k / 3) for k in range(31))  # 1 .. 1024, three per octave
@@ -72,30 +72,6 @@ ROUNDING_LIMIT = 0.01
 """LN points whose derived relative rounding error exceeds this are left out of the fit."""
 FLOOR_FACTOR = 10.0
 """Distances to hard attention within this factor of the rounding bound are not fitted."""
-
-
-def _plain(x: float) -> float | str:
-    """A float for JSON: finite values as they are, nan and inf as their repr."""
-    x = float(x)
-    return x if math.isfinite(x) else repr(x)
-
-
-def _sweep(name: str, values: object) -> np.ndarray:
-    array = finite_array(name, values)
-    if array.ndim != 1 or array.size == 0:
-        raise InvalidInputError(f"{name} must be a non-empty 1-D sweep, got shape {array.shape}")
-    if (array <= 0).any():
-        raise InvalidInputError(f"{name} must be > 0, got {float(array[array <= 0][0])!r}")
-    if array.size < 3:
-        raise InvalidInputError(f"{name} needs at least 3 values for a fit, got {array.size}")
-    return array
-
-
-def _positive(name: str, value: object) -> float:
-    number = float(finite_array(name, value, ()))
-    if number <= 0:
-        raise InvalidInputError(f"{name} must be > 0, got {number!r}")
-    return number
 
 
 def _confidence(value: object) -> float:
@@ -117,10 +93,10 @@ class Fit:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "slope": _plain(self.slope),
-            "slope_interval": [_plain(x) for x in self.slope_interval],
-            "intercept": _plain(self.intercept),
-            "intercept_interval": [_plain(x) for x in self.intercept_interval],
+            "slope": json_float(self.slope),
+            "slope_interval": [json_float(x) for x in self.slope_interval],
+            "intercept": json_float(self.intercept),
+            "intercept_interval": [json_float(x) for x in self.intercept_interval],
             "points": self.points,
         }
 
@@ -182,13 +158,13 @@ class LayerNormConditioning:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data (nan and inf as repr strings)."""
         record = dataclasses.asdict(self)
-        record["lipschitz"] = [_plain(x) for x in self.lipschitz]
-        record["scaled"] = [_plain(x) for x in self.scaled]
-        record["rounding"] = [_plain(x) for x in self.rounding]
+        record["lipschitz"] = [json_float(x) for x in self.lipschitz]
+        record["scaled"] = [json_float(x) for x in self.scaled]
+        record["rounding"] = [json_float(x) for x in self.rounding]
         for key in ("slope", "constant", "expected_constant", "decades"):
-            record[key] = _plain(record[key])
+            record[key] = json_float(record[key])
         for key in ("slope_interval", "constant_interval"):
-            record[key] = [_plain(x) for x in record[key]]
+            record[key] = [json_float(x) for x in record[key]]
         return record
 
 
@@ -216,16 +192,16 @@ def layer_norm_conditioning(
     mpmath with 30 digits.
     """
     started = time.perf_counter()
-    s = _sweep("stds", stds)
+    s = positive_sweep("stds", stds, minimum=3)
     d = positive_int("d", d)
     if d < 3:
         raise InvalidInputError(f"d must be >= 3 (room for a tangent direction), got {d}")
     offset = float(finite_array("offset", offset, ()))
     sigma1 = float(finite_array("sigma1", sigma1, ()))
-    sigma2 = _positive("sigma2", sigma2)
-    relative_step = _positive("relative_step", relative_step)
+    sigma2 = positive_number("sigma2", sigma2)
+    relative_step = positive_number("relative_step", relative_step)
     confidence = _confidence(confidence)
-    tolerance = _positive("tolerance", tolerance)
+    tolerance = positive_number("tolerance", tolerance)
     bk = backend("mpmath", 30) if precision is None else backend(precision)
     rng = np.random.default_rng(seed)
     w = rng.standard_normal(d) if direction is None else finite_array("direction", direction, (d,))
@@ -341,13 +317,13 @@ class AttentionConditioning:
         """Plain JSON data (nan and inf as repr strings)."""
         return {
             "betas": self.betas,
-            "lipschitz": [_plain(x) for x in self.lipschitz],
+            "lipschitz": [json_float(x) for x in self.lipschitz],
             "saturation": self.saturation,
-            "distance_to_hard": [_plain(x) for x in self.distance_to_hard],
+            "distance_to_hard": [json_float(x) for x in self.distance_to_hard],
             "growth": self.growth.to_json(),
             "growth_betas": self.growth_betas,
-            "hard_lipschitz": _plain(self.hard_lipschitz),
-            "score_gap": _plain(self.score_gap),
+            "hard_lipschitz": json_float(self.hard_lipschitz),
+            "score_gap": json_float(self.score_gap),
             "decay": self.decay.to_json(),
             "decay_betas": self.decay_betas,
             "rounding_floor": self.rounding_floor,
@@ -412,10 +388,10 @@ def attention_conditioning(
     u = finite_array("u", u, (None, layer.d_model))
     if u.shape[0] == 0:
         raise InvalidInputError("u must have at least one token (row), got 0")
-    b = np.sort(_sweep("betas", betas))
-    relative_step = _positive("relative_step", relative_step)
+    b = np.sort(positive_sweep("betas", betas, minimum=3))
+    relative_step = positive_number("relative_step", relative_step)
     confidence = _confidence(confidence)
-    start = b[len(b) // 2] if fit_from is None else _positive("fit_from", fit_from)
+    start = b[len(b) // 2] if fit_from is None else positive_number("fit_from", fit_from)
     bk = backend(precision)
     unit = bk.unit_roundoff
     hard, gap = _hard_weights(u, layer)

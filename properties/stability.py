@@ -113,11 +113,11 @@ from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.flow import LayerFlow
 from solvers.integrators import EULER, Tableau
 from solvers.operators import tangent_projection
-from solvers.problem import METHODS, checked_method
-from solvers.provenance import versions
+from solvers.problem import METHODS, checked_method, layer_lengths
+from solvers.provenance import json_float, versions
 from solvers.reference import Reference
 from solvers.schemes import LIE, SteppingMethod, Unsplit
-from solvers.validation import choice, finite_array, positive_int
+from solvers.validation import choice, positive_int, positive_number, positive_sweep
 
 DEFAULT_DIGITS = 40
 OFFSET_LIMIT = 0.1
@@ -133,24 +133,6 @@ AGREES, DISAGREES, NOT_APPLICABLE = "agrees", "disagrees", "not applicable"
 
 
 # ------------------------------------------------------------------ validation
-
-
-def _positive(name: str, value: object) -> float:
-    number = float(finite_array(name, value, ()))
-    if number <= 0:
-        raise InvalidInputError(f"{name} must be > 0, got {number!r}")
-    return number
-
-
-def _sweep(name: str, values: object, minimum: int = 1) -> np.ndarray:
-    array = finite_array(name, values)
-    if array.ndim != 1 or array.size == 0:
-        raise InvalidInputError(f"{name} must be a non-empty 1-D sweep, got shape {array.shape}")
-    if (array <= 0).any():
-        raise InvalidInputError(f"{name} must be > 0, got {float(array[array <= 0][0])!r}")
-    if array.size < minimum:
-        raise InvalidInputError(f"{name} needs at least {minimum} values, got {array.size}")
-    return array
 
 
 def _step_sweep(name: str, values: object, minimum: int) -> list[int]:
@@ -183,23 +165,16 @@ def _precision(precision: str | Backend | None) -> Backend:
 def _relative_step(bk: Backend, relative_step: object) -> float:
     if relative_step is None:
         return bk.unit_roundoff ** (1 / 3)
-    return _positive("relative_step (the perturbation size)", relative_step)
-
-
-def _plain(x: float | None) -> float | str | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else repr(x)
+    return positive_number("relative_step (the perturbation size)", relative_step)
 
 
 # ------------------------------------------------------------------ layer maps and Jacobians
 
 
 def _layer_lengths(problem: Problem, steps_per_unit: int) -> list[tuple[Fraction, int]]:
-    t_final = Fraction(problem.t_final)
-    lengths = [min(t_final, n + 1) - n for n in range(math.ceil(t_final))]
-    return [(length, math.ceil(length * steps_per_unit)) for length in lengths]
+    return [
+        (length, math.ceil(length * steps_per_unit)) for length in layer_lengths(problem.t_final)
+    ]
 
 
 def _recorded_advance(
@@ -380,8 +355,8 @@ class PerturbationGrowth:
         """Plain JSON data (nan and inf as repr strings)."""
         record = dataclasses.asdict(self)
         for key in ("amplification", "growth", "ftle"):
-            record[key] = [_plain(x) for x in record[key]]
-        record["jacobian_error"] = _plain(self.jacobian_error)
+            record[key] = [json_float(x) for x in record[key]]
+        record["jacobian_error"] = json_float(self.jacobian_error)
         return record
 
 
@@ -514,9 +489,9 @@ class FtleConvergence:
         """Plain JSON data (nan and inf as repr strings)."""
         record = dataclasses.asdict(self)
         for key in ("ftle", "differences", "max_differences", "local_orders", "step_sizes"):
-            record[key] = [_plain(x) for x in record[key]]
+            record[key] = [json_float(x) for x in record[key]]
         for key in ("reference_ftle", "reference_error", "floor"):
-            record[key] = _plain(record[key])
+            record[key] = json_float(record[key])
         record["fit"] = self.fit.to_json()
         return record
 
@@ -738,9 +713,9 @@ class LinearPrediction:
         record = dataclasses.asdict(self)
         for key, value in record.items():
             if isinstance(value, float):
-                record[key] = _plain(value)
-        record["eigenvalue"] = [_plain(x) for x in self.eigenvalue]
-        record["per_sample_dt"] = [_plain(x) for x in self.per_sample_dt]
+                record[key] = json_float(value)
+        record["eigenvalue"] = [json_float(x) for x in self.eigenvalue]
+        record["per_sample_dt"] = [json_float(x) for x in self.per_sample_dt]
         return record
 
 
@@ -824,16 +799,16 @@ class StabilityPoint:
             "method": self.method,
             "scale": self.scale,
             "temperature": self.temperature,
-            "flow_growth": _plain(self.flow_growth),
+            "flow_growth": json_float(self.flow_growth),
             "reference_steps_per_unit": self.reference_steps_per_unit,
-            "scan": {str(m): _plain(r) for m, r in self.scan.items()},
-            "stable_dt": _plain(self.stable_dt),
-            "unstable_dt": _plain(self.unstable_dt),
-            "measured_dt": _plain(self.measured_dt),
+            "scan": {str(m): json_float(r) for m, r in self.scan.items()},
+            "stable_dt": json_float(self.stable_dt),
+            "unstable_dt": json_float(self.unstable_dt),
+            "measured_dt": json_float(self.measured_dt),
             "prediction": None if self.prediction is None else self.prediction.to_json(),
-            "expected_offset": _plain(self.expected_offset),
-            "relative_disagreement": _plain(self.relative_disagreement),
-            "accuracy_error": _plain(self.accuracy_error),
+            "expected_offset": json_float(self.expected_offset),
+            "relative_disagreement": json_float(self.relative_disagreement),
+            "accuracy_error": json_float(self.accuracy_error),
             "applies": self.applies,
             "reasons": list(self.reasons),
             "verdict": self.verdict,
@@ -874,8 +849,8 @@ def varied_problem(problem: Problem, scale: float, temperature: float) -> Proble
     attention scale divided by `temperature` (both > 0; PiecewiseControls)."""
     if not isinstance(problem.controls, PiecewiseControls):
         raise InvalidInputError("stability maps need PiecewiseControls")
-    scale = _positive("scale", scale)
-    temperature = _positive("temperature", temperature)
+    scale = positive_number("scale", scale)
+    temperature = positive_number("temperature", temperature)
     layers = [
         dataclasses.replace(layer.scaled(scale), scale=layer.scale / temperature)
         for layer in problem.controls.layers
@@ -963,9 +938,9 @@ def stability_map(
         problem = _check_problem(problem, stepping)
     if not isinstance(problem.controls, PiecewiseControls):
         raise InvalidInputError("stability maps need PiecewiseControls")
-    scale_values = _sweep("scales", scales)
-    temperature_values = _sweep("temperatures", temperatures)
-    factor = _positive("factor", factor)
+    scale_values = positive_sweep("scales", scales)
+    temperature_values = positive_sweep("temperatures", temperatures)
+    factor = positive_number("factor", factor)
     if factor <= 1:
         raise InvalidInputError(f"factor must be > 1, got {factor!r}")
     largest = positive_int("max_steps_per_unit", max_steps_per_unit)
@@ -974,7 +949,7 @@ def stability_map(
     reference_steps = positive_int("reference_steps_per_unit", reference_steps_per_unit)
     reference_cap = positive_int("max_reference_steps_per_unit", max_reference_steps_per_unit)
     per_unit = positive_int("samples_per_unit", samples_per_unit)
-    tolerance = _positive("tolerance", tolerance)
+    tolerance = positive_number("tolerance", tolerance)
     bk = backend(precision)
     step = _relative_step(bk, relative_step)
     t_final = problem.t_final
@@ -1177,10 +1152,10 @@ def damped_attention_layer(
     kinks cancel in pairs). Domain: d >= 1, heads dividing d, stiffness >= 1.
     """
     rng = np.random.default_rng(rng)
-    stiffness = _positive("stiffness", stiffness)
+    stiffness = positive_number("stiffness", stiffness)
     if stiffness < 1:
         raise InvalidInputError(f"stiffness must be >= 1, got {stiffness!r}")
-    attention_scale = _positive("attention_scale", attention_scale)
+    attention_scale = positive_number("attention_scale", attention_scale)
     layer = LayerWeights.random(d, heads, 2 * d, rng, weight_scale=attention_scale)
     q, _ = np.linalg.qr(rng.standard_normal((d, d)))
     damping = q @ np.diag(np.linspace(1.0, stiffness, d)) @ q.T

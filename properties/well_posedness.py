@@ -129,7 +129,6 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from itertools import product
 from typing import Any
 
@@ -139,10 +138,10 @@ from properties.claim_check import FAILS, HOLDS, ClaimCheck
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
-from solvers.problem import METHODS
-from solvers.provenance import versions
+from solvers.problem import METHODS, layer_lengths
+from solvers.provenance import json_float, versions
 from solvers.schemes import LAYER_NORMS, SteppingMethod
-from solvers.validation import choice, finite_array, positive_int
+from solvers.validation import choice, finite_array, positive_int, positive_number
 
 PERTURBED_ARRAYS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
 """The weights perturbed in the control study (norms, eps and the attention scale are kept)."""
@@ -155,19 +154,6 @@ PROBLEM_STREAM = 7919
 """Entropy prefix of the sweep problems' generator, so that they never share the random
 stream of the perturbation directions (default_rng(seed)): a direction equal to u0 is
 radial, and P removes it."""
-
-
-def _plain(x: float) -> float | str:
-    """A float for JSON: finite values as they are, nan and inf as their repr."""
-    x = float(x)
-    return x if math.isfinite(x) else repr(x)
-
-
-def _positive(name: str, value: object) -> float:
-    number = float(finite_array(name, value, ()))
-    if number <= 0:
-        raise InvalidInputError(f"{name} must be > 0, got {number!r}")
-    return number
 
 
 def _steps(values: object) -> list[float]:
@@ -352,8 +338,8 @@ class LayerBound:
         record = dataclasses.asdict(self)
         for key, value in record.items():
             if isinstance(value, float):
-                record[key] = _plain(value)
-        record["norm_lipschitz"] = [_plain(x) for x in self.norm_lipschitz]
+                record[key] = json_float(value)
+        record["norm_lipschitz"] = [json_float(x) for x in self.norm_lipschitz]
         return record
 
 
@@ -377,10 +363,10 @@ class GronwallBound:
             "t_final": self.t_final,
             "initial_radius": self.initial_radius,
             "control_radius": self.control_radius,
-            "initial_projection": _plain(self.initial_projection),
+            "initial_projection": json_float(self.initial_projection),
             "layers": [layer.to_json() for layer in self.layers],
-            "initial_data": _plain(self.initial_data),
-            "controls": _plain(self.controls),
+            "initial_data": json_float(self.initial_data),
+            "controls": json_float(self.controls),
         }
 
 
@@ -411,11 +397,6 @@ def _check_problem(problem: object) -> Problem:
                     "(eps = 0, equal scalar norms with gain > 0)"
                 )
     return problem
-
-
-def _lengths(t_final: float) -> list[float]:
-    end = Fraction(t_final)
-    return [float(min(end, n + 1) - n) for n in range(math.ceil(end))]
 
 
 def _centred_norms(u: np.ndarray) -> np.ndarray:
@@ -475,7 +456,7 @@ def gronwall_bound(
     spread = max(float(np.min(_centred_norms(u0))) - eps_u, 0.0)  # pre: rmin(t)
     initial_projection, previous_sphere = 1.0, None
     figures = []
-    for n, length in enumerate(_lengths(problem.t_final)):
+    for n, length in enumerate(map(float, layer_lengths(problem.t_final))):
         layer, dt = layers[n], length / pieces
         norms = _Norms(layer, eps_theta)
         ffn_l = norms.w1 * norms.w2
@@ -626,11 +607,11 @@ class LipschitzEstimate:
             "map": self.map,
             "relative_steps": self.relative_steps,
             "step_sizes": self.step_sizes,
-            "quotients": [[_plain(q) for q in row] for row in self.quotients],
-            "measured": _plain(self.measured),
-            "bound": _plain(self.bound),
-            "ratio": _plain(self.ratio),
-            "quotient_change": _plain(self.quotient_change),
+            "quotients": [[json_float(q) for q in row] for row in self.quotients],
+            "measured": json_float(self.measured),
+            "bound": json_float(self.bound),
+            "ratio": json_float(self.ratio),
+            "quotient_change": json_float(self.quotient_change),
             "checks": [check.to_json() for check in self.checks],
             "verdict": self.verdict,
         }
@@ -886,7 +867,9 @@ def continuous_dependence(
             for a in control_sizes
         ]
     )
-    steps_total = sum(math.ceil(length * steps_per_unit) for length in _lengths(problem.t_final))
+    steps_total = sum(
+        math.ceil(length * steps_per_unit) for length in layer_lengths(problem.t_final)
+    )
     size = float(np.linalg.norm(np.asarray(base, dtype=np.float64)))
     allowance = ROUNDING_ALLOWANCE * bk.unit_roundoff * steps_total * size
     configuration = {
@@ -950,8 +933,8 @@ class Configuration:
         for name in ("d", "tokens", "heads", "d_ff", "layers"):
             positive_int(name, getattr(self, name))
         choice("norm", self.norm, LAYER_NORMS)
-        _positive("weight_scale", self.weight_scale)
-        _positive("input_scale", self.input_scale)
+        positive_number("weight_scale", self.weight_scale)
+        positive_number("input_scale", self.input_scale)
         if self.d % self.heads:
             raise InvalidInputError(f"heads={self.heads} does not divide d={self.d}")
 
@@ -1021,10 +1004,10 @@ class DependenceSweep:
         return {
             "configurations": self.configurations,
             "results": [result.to_json() for result in self.results],
-            "initial_ratios": [_plain(x) for x in self.initial_ratios],
-            "control_ratios": [_plain(x) for x in self.control_ratios],
-            "initial_summary": {k: _plain(v) for k, v in self.initial_summary.items()},
-            "control_summary": {k: _plain(v) for k, v in self.control_summary.items()},
+            "initial_ratios": [json_float(x) for x in self.initial_ratios],
+            "control_ratios": [json_float(x) for x in self.control_ratios],
+            "initial_summary": {k: json_float(v) for k, v in self.initial_summary.items()},
+            "control_summary": {k: json_float(v) for k, v in self.control_summary.items()},
             "verdict": self.verdict,
             "wall_time": self.wall_time,
         }

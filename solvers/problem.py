@@ -154,6 +154,12 @@ def solve(
     return solve_layers(problem, method, steps_per_unit, backend)[-1]
 
 
+def layer_lengths(t_final: float) -> list[Fraction]:
+    """The length of each layer's interval [n, min(n + 1, t_final)], exactly."""
+    end = Fraction(t_final)
+    return [min(end, n + 1) - n for n in range(math.ceil(end))]
+
+
 def checked_method(
     problem: Problem, method: str | SteppingMethod
 ) -> tuple[Problem, SteppingMethod]:
@@ -211,9 +217,7 @@ def integrate(flow: LayerFlow, method: SteppingMethod, steps_per_unit: int) -> A
     else:
         u = bk.asarray(problem.u0, name="u0")
     states = [u]
-    t_final = Fraction(problem.t_final)
-    for n in range(math.ceil(t_final)):
-        length = min(t_final, n + 1) - n
+    for n, length in enumerate(layer_lengths(problem.t_final)):
         steps = math.ceil(length * steps_per_unit)
         if method.enters_constraint_set:
             u = flow.project(n, bk.asarray(n), u)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
@@ -17,3 +18,12 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             found[package] = "not installed"
     return found
+
+
+def json_float(x: float | None) -> float | str | None:
+    """A number for a JSON record: finite floats as they are, nan and inf as their repr
+    (JSON has neither), None as None."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else repr(x)

@@ -44,6 +44,26 @@ def positive_int(name: str, value: object) -> int:
     return int(value)
 
 
+def positive_number(name: str, value: object) -> float:
+    """`value` as a finite float > 0."""
+    number = float(finite_array(name, value, ()))
+    if number <= 0:
+        raise InvalidInputError(f"{name} must be > 0, got {number!r}")
+    return number
+
+
+def positive_sweep(name: str, values: object, minimum: int = 1) -> np.ndarray:
+    """`values` as a non-empty 1-D array of finite numbers > 0, at least `minimum` of them."""
+    array = finite_array(name, values)
+    if array.ndim != 1 or array.size == 0:
+        raise InvalidInputError(f"{name} must be a non-empty 1-D sweep, got shape {array.shape}")
+    if (array <= 0).any():
+        raise InvalidInputError(f"{name} must be > 0, got {float(array[array <= 0][0])!r}")
+    if array.size < minimum:
+        raise InvalidInputError(f"{name} needs at least {minimum} values, got {array.size}")
+    return array
+
+
 def choice(name: str, value: object, allowed: Sequence[str]) -> str:
     """`value` if it is one of `allowed`."""
     if value not in allowed:

@@ -58,6 +58,13 @@ class Section:
     """Numbers a baseline keeps: {name: {"value": x, "low": a, "high": b}}; see baseline.py."""
 
 
+def order_merit(estimate: dict[str, Any]) -> dict[str, Any]:
+    """The figure of merit of a stored OrderEstimate: its order, 95% interval and verdict
+    (reports.baseline keeps it inside the interval)."""
+    low, high = estimate["interval"]
+    return {"value": estimate["order"], "low": low, "high": high, "verdict": estimate["verdict"]}
+
+
 @dataclass(frozen=True)
 class Experiment:
     kind: str

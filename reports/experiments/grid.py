@@ -12,7 +12,15 @@ from typing import Any
 import numpy as np
 
 from convergence.grid import AXES, grid_study
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
+from reports.experiments.base import (
+    Evidence,
+    Experiment,
+    Figure,
+    Record,
+    Section,
+    order_merit,
+    slug,
+)
 from reports.figures import convergence_figure
 from reports.schema import Field, array_of, integer, one_of, orders_by
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
@@ -78,12 +86,7 @@ def render(title: str, records: list[Record]) -> Section:
         )
         merit[f"{result['rule']}.finest_error"] = {"value": result["errors"][-1]}
         if not result["spectral"]:
-            merit[f"{result['rule']}.order"] = {
-                "value": estimate["order"],
-                "low": estimate["interval"][0],
-                "high": estimate["interval"][1],
-                "verdict": estimate["verdict"],
-            }
+            merit[f"{result['rule']}.order"] = order_merit(estimate)
     headers = ["rule", "data", "axis", *ORDER_HEADERS, "convergence", "finest error"]
     markdown = (
         "Discretised attention at fixed probe points against a fine Gauss-Legendre grid.\n\n"

@@ -15,7 +15,15 @@ from typing import Any
 from convergence.layer_norm_eps import eps_limit_study
 from convergence.limit import limit_check
 from convergence.transformer_limit import transformer_limit_distance
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
+from reports.experiments.base import (
+    Evidence,
+    Experiment,
+    Figure,
+    Record,
+    Section,
+    order_merit,
+    slug,
+)
 from reports.figures import convergence_figure, lines_figure
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, number
@@ -89,12 +97,7 @@ def _ln_render(title: str, records: list[Record]) -> Section:
                 f"eps = 0 flow; distance ~ eps^{fit['order']:.3f}",
             )
         )
-        merit["eps.distance_power"] = {
-            "value": fit["order"],
-            "low": fit["interval"][0],
-            "high": fit["interval"][1],
-            "verdict": fit["verdict"],
-        }
+        merit["eps.distance_power"] = order_merit(fit)
     affine = by_case.get("affine")
     if affine:
         spread = affine["spread"]
@@ -204,14 +207,7 @@ def _transformer_render(title: str, records: list[Record]) -> Section:
             f"{result['relative_frobenius'][-1]:.2g} (relative) at s = {result['scales'][-1]:g}",
         )
     ]
-    merit = {
-        "growth": {
-            "value": growth["order"],
-            "low": growth["interval"][0],
-            "high": growth["interval"][1],
-            "verdict": growth["verdict"],
-        }
-    }
+    merit = {"growth": order_merit(growth)}
     return Section(title, markdown, [figure], latex_table(title, headers, rows), evidence, merit)
 
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from convergence.time_step import REFERENCES, SPLITTING_METHODS, time_step_study
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
+from reports.experiments.base import (
+    Evidence,
+    Experiment,
+    Figure,
+    Record,
+    Section,
+    order_merit,
+    slug,
+)
 from reports.figures import convergence_figure
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, orders_by, precision
@@ -76,12 +84,7 @@ def render(title: str, records: list[Record]) -> Section:
         rows.append([result["method"], *order_cells(estimate), cell(result["max_abs"][-1])])
         hs = [1 / m for m in result["steps_per_unit"]]
         series.append((result["method"], hs, result["max_abs"], estimate))
-        merit[f"{record['label']}.order"] = {
-            "value": estimate["order"],
-            "low": estimate["interval"][0],
-            "high": estimate["interval"][1],
-            "verdict": estimate["verdict"],
-        }
+        merit[f"{record['label']}.order"] = order_merit(estimate)
         merit[f"{record['label']}.finest_error"] = {"value": result["max_abs"][-1]}
     headers = ["method", *ORDER_HEADERS, "finest max-abs error"]
     reference = done[0]["result"]["reference"] if done else "-"

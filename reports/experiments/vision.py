@@ -21,7 +21,15 @@ import numpy as np
 from convergence.grid_2d import cvt_grid_study, vit_grid_study
 from convergence.time_step import time_step_study
 from properties.transformer_identity import check_lie_is_transformer
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
+from reports.experiments.base import (
+    Evidence,
+    Experiment,
+    Figure,
+    Record,
+    Section,
+    order_merit,
+    slug,
+)
 from reports.figures import convergence_figure
 from reports.schema import Field, array_of, integer
 from reports.tables import ORDER_HEADERS, markdown_table, order_cells
@@ -174,12 +182,7 @@ def _vit_render(title: str, records: list[Record]) -> Section:
         )
         for m in orders["methods"]:
             e = m["estimate"]
-            merit[f"{m['method']}.order"] = {
-                "value": e["order"],
-                "low": e["interval"][0],
-                "high": e["interval"][1],
-                "verdict": e["verdict"],
-            }
+            merit[f"{m['method']}.order"] = order_merit(e)
     grid = by_case.get("grid")
     if grid:
         rows = [
@@ -282,12 +285,7 @@ def _cvt_render(title: str, records: list[Record]) -> Section:
         series.append((label, [1 / n for n in r["sizes"]], r["errors"], r["estimate"]))
         if not r["spectral"]:
             e = r["estimate"]
-            merit[f"{r['kernel']}.stride{r['stride']}.order"] = {
-                "value": e["order"],
-                "low": e["interval"][0],
-                "high": e["interval"][1],
-                "verdict": e["verdict"],
-            }
+            merit[f"{r['kernel']}.stride{r['stride']}.order"] = order_merit(e)
     markdown = (
         "Convolutional attention on the n x n token grid of T^2 against a "
         f"{done[0]['reference'] if done else '-'} reference.\n\n"
