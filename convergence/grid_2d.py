@@ -22,7 +22,7 @@ import numpy as np
 
 from convergence.grid import GridStudy, is_spectral
 from convergence.order import estimate_order
-from solvers.cvt import ConvAttention, conv_attention_at
+from solvers.cvt import ConvProjection, conv_attention_at
 from solvers.errors import InvalidInputError
 from solvers.provenance import versions
 from solvers.vit import attention_2d_at
@@ -81,16 +81,15 @@ def vit_grid_study(
 
 
 def cvt_grid_study(
-    layer: ConvAttention,
+    layer: LayerWeights,
+    projection: ConvProjection,
     f: Callable[[np.ndarray], np.ndarray],
     sizes: Sequence[int],
-    *,
-    stride: int = 1,
     **options,
 ) -> GridStudy:
     """The convolutional attention on n x n midpoint grids of T^2 (keys and values on
-    every `stride`-th point), against a fine grid of the same kind."""
+    the projection's key grid), against a fine grid of the same kind."""
     return grid_2d_study(
-        lambda n, x: conv_attention_at(layer, f, n, x, stride), sizes,
-        rule="midpoint (2-D tokens)", axis=f"tokens, stride {stride}", **options,
+        lambda n, x: conv_attention_at(layer, projection, f, n, x), sizes,
+        rule="midpoint (2-D tokens)", axis=f"tokens, stride {projection.stride}", **options,
     )  # fmt: skip

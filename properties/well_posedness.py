@@ -382,10 +382,11 @@ def _check_problem(problem: object) -> Problem:
         raise InvalidInputError(
             f"u0 must have shape (N, d) (no batch axis), got {problem.u0.shape}"
         )
-    if problem.feature_weights is not None or problem.manufactured is not None:
+    if any(x is not None for x in (problem.feature_weights, problem.manufactured,
+                                       problem.token_maps)):  # fmt: skip
         raise InvalidInputError(
-            "well-posedness bounds are derived for the uniform feature grid without forcing: "
-            "feature_weights and manufactured must be None"
+            "well-posedness bounds are derived for the uniform feature grid without forcing "
+            "or token maps: feature_weights, manufactured and token_maps must be None"
         )
     if problem.norm == "post":
         for n, layer in enumerate(problem.controls.layers):

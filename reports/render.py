@@ -43,6 +43,7 @@ PAPER_CLAIMS = (
     "The framework covers the Vision Transformer (pre-LN, GELU)",
     "The ViT's time-step limit exists, with the schemes' orders",
     "The framework covers the Convolutional vision Transformer (CvT)",
+    "The CvT's time-step limit exists, with the schemes' orders",
 )
 FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
 

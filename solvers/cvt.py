@@ -2,19 +2,25 @@
 
 The tokens are points x of T^2 = [0, 1)^2 and the state a function f: T^2 -> R^d. The
 CvT's convolutional projection is a depth-wise convolution in the token variable, read
-as a local integral operator, followed by the linear map:
+as a local integral operator, followed by the attention's linear maps (per head h):
 
     (C f)(x) = int_{T^2} kappa(x - y) f(y) dy          (every channel, kappa periodic)
-    q(x) = (C_q f)(x) Wq,   k(y) = (C_k f)(y) Wk,   v(y) = (C_v f)(y) Wv
-    A(f)(x) = [int exp(s q(x).k(y)) v(y) dy / int exp(s q(x).k(y)) dy] Wo
+    q_h(x) = (C_q f)(x) Wq_h + bq_h,  k_h(y) = (C_k f)(y) Wk_h + bk_h,
+    v_h(y) = (C_v f)(y) Wv_h + bv_h,
+    A(f)(x) = sum_h [int exp(s q_h(x).k_h(y)) v_h(y) dy / int exp(s q_h(x).k_h(y)) dy] Wo_h
+              + bo
 
-(one head; s the attention scale). On the n x n midpoint grid y_j = ((a + 1/2) h,
-(b + 1/2) h), h = 1/n, every integral becomes h^2 sum_j: the convolutions are circular
-convolutions of the grid values (computed by FFT) and the attention is the standard
-softmax over the grid tokens, in which h^2 cancels. A strided key/value projection
-evaluates k and v on the coarser grid of every `stride`-th point (weight (stride h)^2).
-At any point x (on or off the grid) the discrete operator is its Nystrom extension: the
-same sums with x in place of a grid point.
+(s the attention scale; the maps are a LayerWeights). On the n x n midpoint grid
+y_j = ((a + 1/2) h, (b + 1/2) h), h = 1/n, every integral becomes h^2 sum_j: the
+convolutions are the circular convolutions C_ij = h^2 kappa(y_i - y_j) of the grid values
+and the attention is the standard softmax over the grid tokens, in which h^2 cancels
+(solvers.operators.attention with token maps). A strided key/value projection evaluates
+k and v on the coarser grid of every `stride`-th point (weight (stride h)^2, which the
+softmax cancels too). At any point x (on or off the grid) the discrete operator is its
+Nystrom extension: the same sums with x in place of a grid point.
+
+As a flow (the CvT's layers in continuous depth), the matrices C_q, C_k, C_v on the grid
+are the token maps of a Problem whose u0 holds the grid values (`ConvProjection.matrices`).
 
 Domain: kappa and f continuous and 1-periodic in both variables. The midpoint rule
 converges like the smoothness of the integrands allows: faster than any power for
@@ -25,11 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from solvers.backends import backend
 from solvers.errors import InvalidInputError
+from solvers.operators import TokenMap, attention
 from solvers.validation import finite_array, positive_int
+from solvers.weights import LayerWeights
 
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """kappa(z1, z2) for displacement components z1, z2 in [-1/2, 1/2)."""
@@ -67,29 +77,46 @@ def tent_kernel(radius: float) -> Kernel:
 
 
 @dataclass(frozen=True)
-class ConvAttention:
-    """One head of convolutional attention: kernels kappa_q, kappa_k, kappa_v and the maps
-    Wq, Wk (d, d_k), Wv (d, d_v), Wo (d_v, d)."""
+class ConvProjection:
+    """The convolutional projections: kernels kappa_q, kappa_k, kappa_v and the stride of
+    the key/value grid."""
 
     kappa_q: Kernel
     kappa_k: Kernel
     kappa_v: Kernel
-    wq: np.ndarray
-    wk: np.ndarray
-    wv: np.ndarray
-    wo: np.ndarray
-    scale: float = 1.0
+    stride: int = 1
+
+    def __post_init__(self) -> None:
+        positive_int("stride", self.stride)
 
     @classmethod
-    def random(cls, d: int, d_k: int, kernel: Kernel, rng: np.random.Generator | int = 0):
-        """Seeded N(0, 1/d) maps; the same kernel for queries, keys and values."""
-        rng = np.random.default_rng(rng)
+    def shared(cls, kernel: Kernel, stride: int = 1) -> ConvProjection:
+        """The same kernel for queries, keys and values."""
+        return cls(kernel, kernel, kernel, stride)
 
-        def gaussian(shape):
-            return rng.standard_normal(shape) / np.sqrt(shape[0])
+    def key_grid(self, n: int) -> int:
+        """The key/value grid's size n / stride (the stride must divide n)."""
+        n = positive_int("n", n)
+        if n % self.stride:
+            raise InvalidInputError(f"the stride {self.stride} must divide the grid size {n}")
+        return n // self.stride
 
-        maps = gaussian((d, d_k)), gaussian((d, d_k)), gaussian((d, d_k)), gaussian((d_k, d))
-        return cls(kernel, kernel, kernel, *maps, scale=1 / np.sqrt(d_k))
+    def matrices(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(C_q, C_k, C_v) on the n x n grid, C_ij = h^2 kappa(y_i - y_j), with the rows of
+        C_k and C_v restricted to the key grid: a Problem's token maps."""
+        self.key_grid(n)
+        grid = grid_points(n)
+        keys = self.on_key_grid(grid, n)
+        return (
+            _kernel_matrix(self.kappa_q, grid, grid) / n**2,
+            _kernel_matrix(self.kappa_k, keys, grid) / n**2,
+            _kernel_matrix(self.kappa_v, keys, grid) / n**2,
+        )
+
+    def on_key_grid(self, values: np.ndarray, n: int) -> np.ndarray:
+        """The rows of grid values (n * n, w) at the key grid's points (every stride-th)."""
+        s = self.stride
+        return values.reshape(n, n, -1)[::s, ::s].reshape(-1, values.shape[-1])
 
 
 def grid_points(n: int) -> np.ndarray:
@@ -100,11 +127,9 @@ def grid_points(n: int) -> np.ndarray:
     return np.stack([a.ravel(), b.ravel()], axis=-1)
 
 
-def _convolve_at(kernel: Kernel, values: np.ndarray, n: int, points: np.ndarray) -> np.ndarray:
-    """h^2 sum_j kappa(x - y_j) f(y_j) at `points` (m, 2), values (n * n, d) on the grid."""
-    grid = grid_points(n)
-    weights = kernel(points[:, None, 0] - grid[None, :, 0], points[:, None, 1] - grid[None, :, 1])
-    return weights @ values / n**2
+def _kernel_matrix(kernel: Kernel, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """kappa(x_i - y_j) for points x (m, 2) and y (N, 2)."""
+    return kernel(rows[:, None, 0] - columns[None, :, 0], rows[:, None, 1] - columns[None, :, 1])
 
 
 def _convolve_on_grid(kernel: Kernel, values: np.ndarray, n: int) -> np.ndarray:
@@ -117,29 +142,30 @@ def _convolve_on_grid(kernel: Kernel, values: np.ndarray, n: int) -> np.ndarray:
 
 
 def conv_attention_at(
-    layer: ConvAttention,
+    layer: LayerWeights,
+    projection: ConvProjection,
     f: Callable[[np.ndarray], np.ndarray],
     n: int,
     points: np.ndarray,
-    stride: int = 1,
 ) -> np.ndarray:
-    """The discrete convolutional attention on the n x n grid (keys and values on every
-    `stride`-th point), evaluated at `points` (m, 2) by its Nystrom extension; f maps
-    points (m, 2) to values (m, d)."""
-    n, stride = positive_int("n", n), positive_int("stride", stride)
-    if n % stride:
-        raise InvalidInputError(f"the stride {stride} must divide the grid size {n}")
+    """The discrete convolutional attention on the n x n grid (keys and values on the
+    projection's key grid), evaluated at `points` (m, 2) by its Nystrom extension, in
+    float64; f maps points (m, 2) to values (m, d). The convolutions on the grid go by
+    FFT, so n can be large."""
+    n = positive_int("n", n)
+    projection.key_grid(n)
     points = finite_array("points", points, (None, 2))
-    values = f(grid_points(n))
-    query = _convolve_at(layer.kappa_q, values, n, points) @ layer.wq
+    grid = grid_points(n)
+    at_points = _kernel_matrix(projection.kappa_q, points, grid) / n**2
 
-    def every_stride(convolved: np.ndarray) -> np.ndarray:  # the coarser grid's points
-        return convolved.reshape(n, n, -1)[::stride, ::stride].reshape(-1, convolved.shape[-1])
+    def on_key_grid(kernel: Kernel) -> TokenMap:
+        return lambda x: projection.on_key_grid(_convolve_on_grid(kernel, x, n), n)
 
-    keys = every_stride(_convolve_on_grid(layer.kappa_k, values, n)) @ layer.wk
-    vals = every_stride(_convolve_on_grid(layer.kappa_v, values, n)) @ layer.wv
-    scores = layer.scale * query @ keys.T
-    scores -= scores.max(axis=1, keepdims=True)
-    weights = np.exp(scores)
-    weights /= weights.sum(axis=1, keepdims=True)
-    return weights @ vals @ layer.wo
+    bk = backend("float64")
+    maps = (
+        partial(np.matmul, at_points),
+        on_key_grid(projection.kappa_k),
+        on_key_grid(projection.kappa_v),
+    )
+    with bk.active():
+        return attention(bk, f(grid), layer.on(bk), token_maps=maps)

@@ -30,9 +30,15 @@ def uniform_attention_solution(problem: Problem, bk: Backend) -> Array:
     """u(t_final) of a uniform-attention problem (see the module docstring), in bk."""
     if not isinstance(problem.controls, PiecewiseControls):
         raise InvalidInputError("the uniform-attention solution needs PiecewiseControls")
-    if problem.norm != "none" or problem.causal or problem.token_weights is not None:
+    if (
+        problem.norm != "none"
+        or problem.causal
+        or problem.token_weights is not None
+        or problem.token_maps is not None
+    ):
         raise InvalidInputError(
-            "the uniform-attention solution needs norm='none', no causal mask and no token weights"
+            "the uniform-attention solution needs norm='none', no causal mask, no token "
+            "weights and no token maps"
         )
     for n, w in enumerate(problem.controls.layers):
         # Wk = 0 makes every key the constant bk; Wq = bq = 0 makes every query 0

@@ -3,6 +3,7 @@
 Two terms, each with the layer norm placed according to the problem's `norm`:
 
     attention term  A(u)        (post, none)   A(P1(u))  (pre)    [+ forcing g(t)]
+                    (with the problem's token maps C_q, C_k, C_v inside A: the CvT)
     FFN term        F(u)        (post, none)   F(P2(u))  (pre)
 
 For norm "post" the flow is u_t = Pi_T(u)[A(u) + F(u) + g(t)] on the constraint set of
@@ -39,6 +40,7 @@ class LayerFlow:
         self.bk = bk
         self.norm = problem.norm
         self.score_bias = problem.score_bias(bk)
+        self.token_maps = problem.token_operators(bk)
         self.manufactured = problem.manufactured
         weights = problem.feature_weights
         if weights is not None:  # normalised to sum exactly 1 at working precision
@@ -58,7 +60,9 @@ class LayerFlow:
 
     def attention_term(self, n: int, t: Array, u: Array) -> Array:
         layer = self.layer(n, t)
-        term = attention(self.bk, self._normalised(u, layer, 1), layer, self.score_bias)
+        term = attention(
+            self.bk, self._normalised(u, layer, 1), layer, self.score_bias, self.token_maps
+        )
         if self.manufactured is not None:
             term += self.forcing(n, t)
         return term
@@ -77,7 +81,9 @@ class LayerFlow:
         the ambient field, as an unforced flow has it."""
         bk, layer = self.bk, self.layer(n, t)
         star = self.manufactured.state(bk, t)
-        unforced = attention(bk, self._normalised(star, layer, 1), layer, self.score_bias)
+        unforced = attention(
+            bk, self._normalised(star, layer, 1), layer, self.score_bias, self.token_maps
+        )
         unforced += feed_forward(bk, self._normalised(star, layer, 2), layer)
         if self.norm == "post":
             unforced = tangent_projection(bk, star, unforced, self.feature_weights)

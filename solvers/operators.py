@@ -6,6 +6,8 @@ leading batch axes. Weights act on the right.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from solvers.backends import Array, Backend
@@ -18,7 +20,17 @@ def _split_heads(x: Array, heads: int) -> Array:
     return np.swapaxes(x.reshape(*x.shape[:-1], heads, -1), -2, -3)
 
 
-def attention(bk: Backend, u: Array, layer: BackendLayer, score_bias: Array | None = None) -> Array:
+TokenMap = Callable[[Array], Array]
+"""A linear map in the token variable: takes (..., N, w) to (..., N', w), acting on axis -2."""
+
+
+def attention(
+    bk: Backend,
+    u: Array,
+    layer: BackendLayer,
+    score_bias: Array | None = None,
+    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+) -> Array:
     """Multi-head attention A(U) = sum_h softmax_rows(S_h + B) V_h Wo_h + bo.
 
     Q_h = U Wq_h + bq_h, K_h = U Wk_h + bk_h, V_h = U Wv_h + bv_h and S_h = s Q_h K_h^T
@@ -26,19 +38,31 @@ def attention(bk: Backend, u: Array, layer: BackendLayer, score_bias: Array | No
     added to every head's scores: log w^x for token quadrature weights (zero on the
     uniform grid) and -inf above the diagonal for a causal mask. Summing the heads'
     outputs V_h Wo_h equals concatenating them and applying the stacked Wo.
+
+    `token_maps` (C_q, C_k, C_v), linear maps in the token variable, act before the
+    biases: Q_h = C_q (U Wq_h) + bq_h, K_h = C_k (U Wk_h) + bk_h, V_h = C_v (U Wv_h) + bv_h
+    (C commutes with the feature maps, so this is the map of C U). They are the CvT's
+    convolutional projections (solvers.cvt; C_k and C_v onto a coarser key grid of M
+    tokens, C_q onto N' query points), or a selection of rows. B then has shape (N', M).
     Defined for every finite U; a row of B that is -inf everywhere is not allowed.
     """
     heads, d_k = layer.heads, layer.d_k
+    width = heads * d_k
     qkv = bk.matmul(u, layer.w_qkv)
-    qkv += layer.b_qkv
-    qkv[..., : heads * d_k] *= layer.scale  # s Q_h K_h^T = (s Q_h) K_h^T, on N x d_k numbers
-    q = _split_heads(qkv[..., : heads * d_k], heads)
-    k = _split_heads(qkv[..., heads * d_k : 2 * heads * d_k], heads)
-    v = _split_heads(qkv[..., 2 * heads * d_k :], heads)
-    scores = bk.matmul(q, np.swapaxes(k, -1, -2))
+    if token_maps is None:
+        qkv += layer.b_qkv
+        q, k, v = qkv[..., :width], qkv[..., width : 2 * width], qkv[..., 2 * width :]
+    else:
+        blocks = (slice(0, width), slice(width, 2 * width), slice(2 * width, None))
+        q, k, v = (
+            mapped(qkv[..., block]) + layer.b_qkv[block]
+            for mapped, block in zip(token_maps, blocks, strict=True)
+        )
+    q *= layer.scale  # s Q_h K_h^T = (s Q_h) K_h^T, on N x d_k numbers
+    scores = bk.matmul(_split_heads(q, heads), np.swapaxes(_split_heads(k, heads), -1, -2))
     if score_bias is not None:
         scores += score_bias
-    mixed = np.swapaxes(bk.matmul(bk.softmax_(scores), v), -2, -3)
+    mixed = np.swapaxes(bk.matmul(bk.softmax_(scores), _split_heads(v, heads)), -2, -3)
     output = bk.matmul(mixed.reshape(*mixed.shape[:-2], heads * layer.d_v), layer.w_o)
     output += layer.b_o
     return output

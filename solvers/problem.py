@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from solvers.controls import Controls, PiecewiseControls, SmoothControls
 from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.exact import ManufacturedSolution
 from solvers.flow import LayerFlow
+from solvers.operators import TokenMap
 from solvers.reference import Reference
 from solvers.schemes import LAYER_NORMS, LIE, SPLITTINGS, UNSPLIT, SteppingMethod
 from solvers.validation import choice, finite_array, positive_int
@@ -42,6 +44,12 @@ class Problem:
     w^y) make the layer norm's means and variances w^y-weighted; None means 1/d each.
     `manufactured` (a ManufacturedSolution of shape (N, d)) adds the forcing that makes it
     the exact solution; the solvers then start from it at working precision.
+    `token_maps` (C_q (N, N), C_k (M, N), C_v (M, N)) are linear maps in the token
+    variable applied to every layer's queries, keys and values before their biases: the
+    CvT's convolutional projections, fixed in time (solvers.cvt.ConvProjection.matrices,
+    keys and values on a coarser grid of M tokens when strided); None means the
+    identity. They replace the uniform token grid's structure, so they exclude `causal`
+    and `token_weights`.
     """
 
     u0: np.ndarray
@@ -52,6 +60,7 @@ class Problem:
     token_weights: np.ndarray | None = None
     feature_weights: np.ndarray | None = None
     manufactured: ManufacturedSolution | None = None
+    token_maps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.controls, PiecewiseControls | SmoothControls):
@@ -94,6 +103,27 @@ class Problem:
             object.__setattr__(self, "feature_weights", _frozen(weights))
         if self.manufactured is not None:
             self._check_manufactured(self.manufactured)
+        if self.token_maps is not None:
+            object.__setattr__(self, "token_maps", self._checked_token_maps(self.token_maps))
+
+    def _checked_token_maps(self, maps: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.causal or self.token_weights is not None:
+            raise InvalidInputError(
+                "token_maps (convolutional projections) cannot be combined with a causal "
+                "mask or token_weights"
+            )
+        try:
+            query, key, value = maps
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"token_maps must be three matrices (C_q, C_k, C_v), got {maps!r:.80}"
+            ) from exc
+        n = self.tokens
+        query = finite_array("token_maps C_q", query, (n, n))
+        key = finite_array("token_maps C_k", key, (None, n))
+        value = finite_array("token_maps C_v", value, (key.shape[0], n))
+        positive_int("the key grid size (rows of C_k)", key.shape[0])
+        return _frozen(query), _frozen(key), _frozen(value)
 
     def _check_manufactured(self, star: ManufacturedSolution) -> None:
         if not isinstance(star, ManufacturedSolution):
@@ -132,6 +162,14 @@ class Problem:
         if self.causal:
             bias[np.triu_indices(self.tokens, k=1)] = bk.asarray(-np.inf)
         return bias
+
+
+    def token_operators(self, bk: Backend) -> tuple[TokenMap, TokenMap, TokenMap] | None:
+        """The token maps as operators x -> C x in bk (solvers.operators.attention)."""
+        if self.token_maps is None:
+            return None
+        matrices = [bk.asarray(c, name="token_maps") for c in self.token_maps]
+        return tuple(partial(bk.matmul, c) for c in matrices)
 
 
 def solve(

@@ -170,7 +170,7 @@ class _SingleLayerFlow(LayerFlow):
 
     def __init__(self, bk: Backend, layer: BackendLayer, norm: str, score_bias: Array | None):
         self.problem, self.bk, self.norm, self.score_bias = None, bk, norm, score_bias
-        self.manufactured = self.feature_weights = None
+        self.manufactured = self.feature_weights = self.token_maps = None
         self._layer = layer
 
     def layer(self, n: int, t: Array) -> BackendLayer:

@@ -22,8 +22,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from solvers.backends import backend
 from solvers.errors import InvalidInputError
 from solvers.grids import product_quadrature
+from solvers.operators import attention
 from solvers.validation import finite_array, positive_int
 from solvers.weights import LayerWeights
 
@@ -80,20 +82,17 @@ def attention_2d_at(
         q_h(x) = f(x) Wq_h + bq_h,  k_h(y) = f(y) Wk_h + bk_h,  v_h(y) = f(y) Wv_h + bv_h,
 
     f: [0, 1)^2 -> R^d a state of the token variable (the continuous patch-token field).
+    Computed by solvers.operators.attention on [f(points); f(nodes)] with token maps that
+    take the probe rows as queries and the node rows as keys and values, in float64.
     """
     nodes, weights = product_quadrature(rule, n, n)
     points = finite_array("points", points, (None, 2))
-    values, probe = f(nodes), f(points)
-    output = np.broadcast_to(layer.bo, (len(points), layer.d_model)).copy()
-    for h in range(layer.heads):
-        q = probe @ layer.wq[h] + layer.bq[h]
-        k = values @ layer.wk[h] + layer.bk[h]
-        v = values @ layer.wv[h] + layer.bv[h]
-        scores = layer.scale * q @ k.T + np.log(weights)
-        scores -= scores.max(axis=1, keepdims=True)
-        p = np.exp(scores)
-        output += (p / p.sum(axis=1, keepdims=True)) @ v @ layer.wo[h]
-    return output
+    m = len(points)
+    maps = (lambda x: x[..., :m, :], lambda x: x[..., m:, :], lambda x: x[..., m:, :])
+    bk = backend("float64")
+    with bk.active():
+        u = np.concatenate([f(points), f(nodes)])
+        return attention(bk, u, layer.on(bk), np.log(weights), maps)
 
 
 def patch_centres(rows: int, cols: int) -> np.ndarray:

@@ -9,11 +9,11 @@ import pytest
 
 from convergence.grid_2d import cvt_grid_study, vit_grid_study
 from convergence.order import PASS
-from solvers import InvalidInputError
+from solvers import InvalidInputError, LayerWeights
 from solvers.cvt import (
-    ConvAttention,
-    _convolve_at,
+    ConvProjection,
     _convolve_on_grid,
+    _kernel_matrix,
     conv_attention_at,
     gaussian_kernel,
     grid_points,
@@ -32,42 +32,62 @@ def smooth_data(x: np.ndarray) -> np.ndarray:
     return np.stack([(amplitude[c] * np.cos(angle + phase[c])).sum(axis=1) for c in range(D)], 1)
 
 
+LAYER = LayerWeights.random(D, 2, 8, 1)
+
+
 def test_smooth_periodic_kernel_converges_spectrally():
-    layer = ConvAttention.random(D, 4, gaussian_kernel(0.07), 1)
-    study = cvt_grid_study(layer, smooth_data, [6, 12, 24, 48], reference_size=256)
+    projection = ConvProjection.shared(gaussian_kernel(0.07))
+    study = cvt_grid_study(LAYER, projection, smooth_data, [6, 12, 24, 48], reference_size=256)
     assert study.spectral and study.errors[2] < 1e-11
 
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_tent_kernel_converges_at_order_two(stride):
-    layer = ConvAttention.random(D, 4, tent_kernel(0.15), 1)
+    projection = ConvProjection.shared(tent_kernel(0.15), stride)
     study = cvt_grid_study(
-        layer, smooth_data, [12, 24, 48, 96], stride=stride, reference_size=768, expected=2
+        LAYER, projection, smooth_data, [12, 24, 48, 96], reference_size=768, expected=2
     )
     assert study.estimate.verdict == PASS, study.estimate
     assert not study.spectral
 
 
 def test_on_the_grid_the_fft_convolution_is_the_direct_sum():
-    layer = ConvAttention.random(D, 4, tent_kernel(0.2), 2)
+    kernel = tent_kernel(0.2)
     points = grid_points(8)
     values = smooth_data(points)
-    assert np.allclose(
-        _convolve_on_grid(layer.kappa_k, values, 8),
-        _convolve_at(layer.kappa_k, values, 8, points),
-        rtol=0,
-        atol=1e-13,
-    )
+    direct = _kernel_matrix(kernel, points, points) @ values / 64
+    assert np.allclose(_convolve_on_grid(kernel, values, 8), direct, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_on_the_grid_the_nystrom_form_is_the_flows_operator(stride):
+    """At the grid nodes, the FFT-based Nystrom extension equals the attention with the
+    dense token maps that a Problem carries."""
+    from solvers import backend
+    from solvers.operators import attention
+
+    projection = ConvProjection.shared(tent_kernel(0.2), stride)
+    points = grid_points(8)
+    bk = backend("float64")
+    with bk.active():
+        maps = [lambda x, c=c: c @ x for c in projection.matrices(8)]
+        dense = attention(bk, smooth_data(points), LAYER.on(bk), token_maps=maps)
+    nystrom = conv_attention_at(LAYER, projection, smooth_data, 8, points)
+    assert np.abs(nystrom - dense).max() < 1e-13
 
 
 def test_bad_input():
-    layer = ConvAttention.random(D, 4, tent_kernel(0.2), 2)
+    projection = ConvProjection.shared(tent_kernel(0.2), 3)
     with pytest.raises(InvalidInputError, match="stride 3 must divide the grid size 8"):
-        conv_attention_at(layer, smooth_data, 8, grid_points(2), stride=3)
+        conv_attention_at(LAYER, projection, smooth_data, 8, grid_points(2))
+    with pytest.raises(InvalidInputError, match="stride 3 must divide the grid size 8"):
+        projection.matrices(8)
+    with pytest.raises(InvalidInputError, match="stride must be"):
+        ConvProjection.shared(tent_kernel(0.2), 0)
     with pytest.raises(InvalidInputError, match="radius must lie in"):
         tent_kernel(0.7)
     with pytest.raises(InvalidInputError, match="reference grid"):
-        cvt_grid_study(layer, smooth_data, [4, 8, 16], reference_size=16)
+        cvt_grid_study(LAYER, projection, smooth_data, [4, 8, 16], reference_size=16)
 
 
 def _smooth(x):
