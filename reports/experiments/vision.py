@@ -147,7 +147,7 @@ def _orders_part(
     figure = Figure(
         slug(f"{title} orders"),
         f"{flow}: error against dt.",
-        convergence_figure(f"{title}: {flow}", "dt", series),
+        convergence_figure(f"{variant} flow: error against dt", "dt", series),
     )
     passed = all(m["estimate"]["verdict"] == "PASS" for m in result["methods"])
     evidence = Evidence(
