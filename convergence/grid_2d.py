@@ -10,7 +10,21 @@ in convergence.grid); the periodic trapezoid (a rectangle rule on [0, 1)) is ord
 non-periodic data; Gauss-Legendre per axis is spectral for smooth data.
 
 `vit_grid_study` and `cvt_grid_study` bind it to solvers.vit.attention_2d_at and
-solvers.cvt.conv_attention_at.
+solvers.cvt.conv_attention_at. `vit_flow_grid_study` and `cvt_flow_grid_study` refine
+the token grid of the whole flow instead (solve over [0, t_final] by a fixed method and
+time step; `method="lie", steps_per_unit=1` is the network itself): probe tokens that
+follow the Nystrom extension of the grid flow (solvers.vit.probed_problem,
+solvers.cvt.probed_problem) carry the solution to the same points on every grid. Their
+grid states are dense, so they compare successive refinements (reference_size=None:
+|u_n - u_n'| at the probes, which converges at the order of the error itself) instead of
+a much finer reference.
+
+The flow's rate is the quadrature's only while pre-LN's LN(u(t, x)) is smooth on the
+scale of the grid: a token field whose spread over the features comes near zero
+somewhere makes LN steep there (Lipschitz ~ 1 / spread) and the convergence slow and
+irregular. A kinked kernel (the tent) converges at order 2 with a constant that depends
+on where its kinks fall in the grid cells (frac(r n) for radius r): a clean sequence of
+errors needs r n of the same fractional part on every grid (r n an integer, say).
 """
 
 from __future__ import annotations
@@ -22,10 +36,13 @@ import numpy as np
 
 from convergence.grid import GridStudy, is_spectral
 from convergence.order import estimate_order
+from solvers import PiecewiseControls, Problem, solve
 from solvers.cvt import ConvProjection, conv_attention_at
+from solvers.cvt import probed_problem as cvt_probed_problem
 from solvers.errors import InvalidInputError
 from solvers.provenance import versions
 from solvers.vit import attention_2d_at
+from solvers.vit import probed_problem as vit_probed_problem
 from solvers.weights import LayerWeights
 
 Evaluate = Callable[[int, np.ndarray], np.ndarray]
@@ -38,31 +55,59 @@ def grid_2d_study(
     rule: str,
     axis: str,
     reference: Evaluate | None = None,
-    reference_size: int = 512,
+    reference_size: int | None = 512,
     probes: int = 16,
     seed: int = 0,
     expected: float | None = None,
 ) -> GridStudy:
-    """Errors max |evaluate(n, x) - reference(reference_size, x)| over probe points x."""
-    sizes = [int(n) for n in sizes]
-    if len(sizes) < 3:
-        raise InvalidInputError(f"a grid study needs at least 3 sizes, got {sizes}")
-    if reference_size <= max(sizes):
+    """Errors max |evaluate(n, x) - reference(reference_size, x)| over probe points x;
+    with reference_size None, the successive differences max |evaluate(n_i, x) -
+    evaluate(n_i+1, x)| (reported at n_i; the finest size has no entry of its own)."""
+    sizes = sorted(int(n) for n in sizes)
+    needed = 3 if reference_size is not None else 4
+    if len(sizes) < needed:
+        raise InvalidInputError(f"a grid study needs at least {needed} sizes, got {sizes}")
+    if reference_size is None and reference is not None:
+        raise InvalidInputError("a reference evaluator needs a reference_size")
+    if reference_size is not None and reference_size <= max(sizes):
         raise InvalidInputError(
             f"the reference grid ({reference_size}) must be finer than every size {sizes}"
         )
     started = time.perf_counter()
     points = np.random.default_rng(seed).random((probes, 2))
-    exact = (reference or evaluate)(reference_size, points)
-    errors = [float(np.abs(evaluate(n, points) - exact).max()) for n in sizes]
-    floor = 1e-15 * float(np.abs(exact).max()) * reference_size
+    values = [evaluate(n, points) for n in sizes]
+    if reference_size is None:
+        truths, values, sizes = values[1:], values[:-1], sizes[:-1]
+        described = "successive refinements"
+    else:
+        truths = [(reference or evaluate)(reference_size, points)] * len(values)
+        described = f"{reference_size} x {reference_size} tokens"
+    errors = [float(np.abs(v - t).max()) for v, t in zip(values, truths, strict=True)]
+    floor = 1e-15 * float(np.abs(truths[-1]).max()) * (reference_size or max(sizes))
     estimate = estimate_order([1 / n for n in sizes], errors, expected=expected, floor=floor)
     return GridStudy(
         rule=rule, axis=axis, sizes=sizes, errors=errors, estimate=estimate,
-        spectral=is_spectral(sizes, errors),
-        reference=f"{reference_size} x {reference_size} tokens",
+        spectral=is_spectral(sizes, errors), reference=described,
         versions=versions(), wall_time=time.perf_counter() - started,
     )  # fmt: skip
+
+
+def flow_grid_2d_study(
+    build: Callable[[int, np.ndarray], Problem],
+    sizes: Sequence[int],
+    *,
+    method: str = "lie",
+    steps_per_unit: int = 1,
+    **options,
+) -> GridStudy:
+    """grid_2d_study of the flow's final state at the probes: build(n, points) is the
+    problem on the n x n grid with probe tokens last (the probed_problem functions)."""
+
+    def evaluate(n: int, points: np.ndarray) -> np.ndarray:
+        return solve(build(n, points), method, steps_per_unit)[..., -len(points) :, :]
+
+    options.setdefault("reference_size", None)
+    return grid_2d_study(evaluate, sizes, **options)
 
 
 def vit_grid_study(
@@ -92,4 +137,42 @@ def cvt_grid_study(
     return grid_2d_study(
         lambda n, x: conv_attention_at(layer, projection, f, n, x), sizes,
         rule="midpoint (2-D tokens)", axis=f"tokens, stride {projection.stride}", **options,
+    )  # fmt: skip
+
+
+def vit_flow_grid_study(
+    layers: Sequence[LayerWeights],
+    f: Callable[[np.ndarray], np.ndarray],
+    rule: str,
+    sizes: Sequence[int],
+    *,
+    norm: str = "pre",
+    **options,
+) -> GridStudy:
+    """The ViT flow (the layers from u0 = f on the grid of `rule` per axis, over their
+    depth) refined in the token grid, compared at probe points."""
+    controls = PiecewiseControls(layers)
+    return flow_grid_2d_study(
+        lambda n, x: vit_probed_problem(controls, f, n, rule, x, len(layers), norm), sizes,
+        rule=rule, axis="tokens (2-D), flow", **options,
+    )  # fmt: skip
+
+
+def cvt_flow_grid_study(
+    layers: Sequence[LayerWeights],
+    projection: ConvProjection,
+    f: Callable[[np.ndarray], np.ndarray],
+    sizes: Sequence[int],
+    *,
+    norm: str = "pre",
+    **options,
+) -> GridStudy:
+    """The CvT flow (the layers with the projection's convolutions, from u0 = f on the
+    midpoint grid of T^2, over their depth) refined in the token grid, compared at probe
+    points."""
+    controls = PiecewiseControls(layers)
+    return flow_grid_2d_study(
+        lambda n, x: cvt_probed_problem(controls, projection, f, n, x, len(layers), norm),
+        sizes, rule="midpoint (2-D tokens)", axis=f"tokens, stride {projection.stride}, flow",
+        **options,
     )  # fmt: skip

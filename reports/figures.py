@@ -29,15 +29,22 @@ def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
 
 
 def convergence_figure(
-    title: str, xlabel: str, series: Sequence[tuple[str, Sequence[float], Sequence[float], dict]]
+    title: str,
+    xlabel: str,
+    series: Sequence[tuple[str, Sequence[float], Sequence[float], dict | None]],
 ) -> Figure:
-    """Each series is (label, hs, errors, estimate as stored by OrderEstimate.to_json())."""
+    """Each series is (label, hs, errors, estimate as stored by OrderEstimate.to_json()),
+    drawn with its fitted power law and 95% band; an estimate None (a spectrally
+    converging series, which no power law fits) joins the points instead."""
     figure, axes = _axes(title, xlabel, "error")
     axes.set_xscale("log")
     axes.set_yscale("log")
     for k, (label, hs, errors, estimate) in enumerate(series):
         color = f"C{k % 10}"
         h, e = np.asarray(hs, dtype=float), np.asarray(errors, dtype=float)
+        if estimate is None:
+            axes.plot(h[e > 0], e[e > 0], "o--", color=color, linewidth=1, label=label)
+            continue
         used = [i for i in estimate.get("used", []) if e[i] > 0]
         dropped = [int(i) for i in estimate.get("dropped", {}) if e[int(i)] > 0]
         order = estimate.get("order")
@@ -59,7 +66,7 @@ def convergence_figure(
             if np.isfinite(lo) and np.isfinite(hi):
                 band = [centre_e * (x / centre_h) ** p for p in (lo, hi)]
                 axes.fill_between(x, np.minimum(*band), np.maximum(*band), color=color, alpha=0.15)
-    if any(estimate.get("dropped") for *_, estimate in series):
+    if any(estimate and estimate.get("dropped") for *_, estimate in series):
         axes.plot([], [], "x", color="gray", label="dropped (pre-asymptotic or floor)")
     axes.legend(fontsize=7)
     return figure

@@ -44,6 +44,7 @@ PAPER_CLAIMS = (
     "The ViT's time-step limit exists, with the schemes' orders",
     "The framework covers the Convolutional vision Transformer (CvT)",
     "The CvT's time-step limit exists, with the schemes' orders",
+    "The vision flows have a token-grid limit (the network converges as its grid refines)",
 )
 FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
 

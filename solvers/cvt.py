@@ -36,8 +36,10 @@ from functools import partial
 import numpy as np
 
 from solvers.backends import backend
+from solvers.controls import Controls
 from solvers.errors import InvalidInputError
 from solvers.operators import TokenMap, attention
+from solvers.problem import Problem
 from solvers.validation import finite_array, positive_int
 from solvers.weights import LayerWeights
 
@@ -101,22 +103,55 @@ class ConvProjection:
             raise InvalidInputError(f"the stride {self.stride} must divide the grid size {n}")
         return n // self.stride
 
-    def matrices(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def matrices(
+        self, n: int, points: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(C_q, C_k, C_v) on the n x n grid, C_ij = h^2 kappa(y_i - y_j), with the rows of
-        C_k and C_v restricted to the key grid: a Problem's token maps."""
+        C_k and C_v restricted to the key grid: a Problem's token maps.
+
+        With `points` (m, 2) the state is [grid values; values at the points] (n^2 + m
+        rows): every row queries the grid (row x of C_q is h^2 kappa(x - y_j)) and only
+        the grid rows are keys and values (zero columns for the points). The points are
+        then passive tokens that follow the Nystrom extension of the flow on the grid,
+        which lets flows on different grids be compared at the same points.
+        """
         self.key_grid(n)
         grid = grid_points(n)
-        keys = self.on_key_grid(grid, n)
-        return (
-            _kernel_matrix(self.kappa_q, grid, grid) / n**2,
-            _kernel_matrix(self.kappa_k, keys, grid) / n**2,
-            _kernel_matrix(self.kappa_v, keys, grid) / n**2,
+        rows = (
+            grid
+            if points is None
+            else np.concatenate([grid, finite_array("points", points, (None, 2))])
         )
+        keys = self.on_key_grid(grid, n)
+
+        def padded(kernel: Kernel, at: np.ndarray) -> np.ndarray:
+            matrix = np.zeros((len(at), len(rows)))
+            matrix[:, : n * n] = _kernel_matrix(kernel, at, grid) / n**2
+            return matrix
+
+        return padded(self.kappa_q, rows), padded(self.kappa_k, keys), padded(self.kappa_v, keys)
 
     def on_key_grid(self, values: np.ndarray, n: int) -> np.ndarray:
         """The rows of grid values (n * n, w) at the key grid's points (every stride-th)."""
         s = self.stride
         return values.reshape(n, n, -1)[::s, ::s].reshape(-1, values.shape[-1])
+
+
+def probed_problem(
+    controls: Controls,
+    projection: ConvProjection,
+    f: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    points: np.ndarray,
+    t_final: float,
+    norm: str = "pre",
+) -> Problem:
+    """The CvT flow on the n x n grid from u0 = f(grid), with passive probe tokens at
+    `points` (m, 2) that follow its Nystrom extension (`ConvProjection.matrices`): the
+    state is [f(grid); f(points)] (convergence.grid_2d.cvt_flow_grid_study)."""
+    points = finite_array("points", points, (None, 2))
+    u0 = np.concatenate([f(grid_points(n)), f(points)])
+    return Problem(u0, controls, t_final, norm, token_maps=projection.matrices(n, points))
 
 
 def grid_points(n: int) -> np.ndarray:

@@ -47,9 +47,10 @@ class Problem:
     `token_maps` (C_q (N, N), C_k (M, N), C_v (M, N)) are linear maps in the token
     variable applied to every layer's queries, keys and values before their biases: the
     CvT's convolutional projections, fixed in time (solvers.cvt.ConvProjection.matrices,
-    keys and values on a coarser grid of M tokens when strided); None means the
-    identity. They replace the uniform token grid's structure, so they exclude `causal`
-    and `token_weights`.
+    keys and values on a coarser grid of M tokens when strided), or a selection of the
+    rows that act as keys (passive probe tokens, solvers.vit.probed_problem); None means
+    the identity. With token maps, `token_weights` has one weight per key (M), and
+    `causal` is not allowed.
     """
 
     u0: np.ndarray
@@ -85,8 +86,11 @@ class Problem:
         choice("norm", self.norm, LAYER_NORMS)
         if not isinstance(self.causal, bool | np.bool_):
             raise InvalidInputError(f"causal must be True or False, got {self.causal!r}")
+        if self.token_maps is not None:
+            object.__setattr__(self, "token_maps", self._checked_token_maps(self.token_maps))
         if self.token_weights is not None:
-            weights = finite_array("token_weights", self.token_weights, (self.tokens,))
+            keys = self.tokens if self.token_maps is None else len(self.token_maps[1])
+            weights = finite_array("token_weights", self.token_weights, (keys,))
             if (weights <= 0).any():
                 raise InvalidInputError(
                     f"token_weights must be > 0, got {weights[weights <= 0][0]} at token "
@@ -103,14 +107,12 @@ class Problem:
             object.__setattr__(self, "feature_weights", _frozen(weights))
         if self.manufactured is not None:
             self._check_manufactured(self.manufactured)
-        if self.token_maps is not None:
-            object.__setattr__(self, "token_maps", self._checked_token_maps(self.token_maps))
 
     def _checked_token_maps(self, maps: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self.causal or self.token_weights is not None:
+        if self.causal:
             raise InvalidInputError(
-                "token_maps (convolutional projections) cannot be combined with a causal "
-                "mask or token_weights"
+                "token_maps cannot be combined with a causal mask (keys and queries are "
+                "different token sets)"
             )
         try:
             query, key, value = maps
@@ -156,13 +158,14 @@ class Problem:
         """The additive attention bias B: log w^x per key, and -inf above the diagonal if causal."""
         if self.token_weights is None and not self.causal:
             return None
+        if self.token_maps is not None:  # one weight per key, for every query
+            return bk.log(bk.asarray(self.token_weights, name="token_weights"))
         bias = bk.asarray(np.zeros((self.tokens, self.tokens)))
         if self.token_weights is not None:
             bias += bk.log(bk.asarray(self.token_weights, name="token_weights"))
         if self.causal:
             bias[np.triu_indices(self.tokens, k=1)] = bk.asarray(-np.inf)
         return bias
-
 
     def token_operators(self, bk: Backend) -> tuple[TokenMap, TokenMap, TokenMap] | None:
         """The token maps as operators x -> C x in bk (solvers.operators.attention)."""

@@ -23,9 +23,11 @@ from collections.abc import Callable
 import numpy as np
 
 from solvers.backends import backend
+from solvers.controls import Controls
 from solvers.errors import InvalidInputError
 from solvers.grids import product_quadrature
 from solvers.operators import attention
+from solvers.problem import Problem
 from solvers.validation import finite_array, positive_int
 from solvers.weights import LayerWeights
 
@@ -93,6 +95,31 @@ def attention_2d_at(
     with bk.active():
         u = np.concatenate([f(points), f(nodes)])
         return attention(bk, u, layer.on(bk), np.log(weights), maps)
+
+
+def probed_problem(
+    controls: Controls,
+    f: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    rule: str,
+    points: np.ndarray,
+    t_final: float,
+    norm: str = "pre",
+) -> Problem:
+    """The flow on the n x n grid of `rule` per axis from u0 = f(nodes), with passive probe
+    tokens at `points` (m, 2): the state is [f(nodes); f(points)], every row is a query
+    and only the node rows are keys and values (token maps: the identity for queries, the
+    node rows for keys and values; token weights w per node). The probes then follow the
+    Nystrom extension of the grid flow, so that flows on different grids can be compared
+    at the same points (convergence.grid_2d.vit_flow_grid_study)."""
+    nodes, weights = product_quadrature(rule, n, n)
+    points = finite_array("points", points, (None, 2))
+    rows = len(nodes) + len(points)
+    select = np.eye(len(nodes), rows)
+    return Problem(
+        np.concatenate([f(nodes), f(points)]), controls, t_final, norm,
+        token_weights=weights, token_maps=(np.eye(rows), select, select),
+    )  # fmt: skip
 
 
 def patch_centres(rows: int, cols: int) -> np.ndarray:

@@ -82,7 +82,12 @@ def render(title: str, records: list[Record]) -> Section:
             ]
         )
         series.append(
-            (result["rule"], [1 / n for n in result["sizes"]], result["errors"], estimate)
+            (
+                f"{result['rule']}: spectral" if result["spectral"] else result["rule"],
+                [1 / n for n in result["sizes"]],
+                result["errors"],
+                None if result["spectral"] else estimate,
+            )
         )
         merit[f"{result['rule']}.finest_error"] = {"value": result["errors"][-1]}
         if not result["spectral"]:

@@ -17,7 +17,7 @@ import torch
 from convergence.order import PASS
 from convergence.time_step import time_step_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend, solve
-from solvers.cvt import ConvProjection, grid_points, periodic, tent_kernel
+from solvers.cvt import ConvProjection, grid_points, periodic, probed_problem, tent_kernel
 from solvers.torch_io import from_torch
 
 
@@ -158,3 +158,21 @@ def test_bad_token_maps_are_named():
 def test_the_key_grid_is_every_stride_th_grid_point():
     keys = ConvProjection.shared(tent_kernel(0.2), 2).on_key_grid(grid_points(4), 4)
     assert np.allclose(keys, [[0.125, 0.125], [0.125, 0.625], [0.625, 0.125], [0.625, 0.625]])
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_probe_at_a_grid_point_follows_that_token(stride):
+    """The probes are passive tokens on the Nystrom extension: at a grid point the
+    extension is the grid value, so the probe's trajectory is that token's."""
+    problem = _cvt_problem()
+    nodes = [0, 5, 14]
+    base, waves = np.array([1, -1, 0.5, 0]), np.array([[1, 0, 1, 2], [0, 1, 1, -1]])
+
+    def data(x):
+        return base + np.cos(2 * np.pi * x @ waves)
+
+    probed = probed_problem(problem.controls, projection(4, stride), data, 4,
+                            grid_points(4)[nodes], 1.5)  # fmt: skip
+    for method in ("lie", "strang-rk2"):
+        final = solve(probed, method, 4)
+        assert np.abs(final[-3:] - final[nodes]).max() < 1e-14

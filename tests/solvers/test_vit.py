@@ -126,3 +126,20 @@ def test_on_the_grid_the_2d_attention_integral_is_the_weighted_operator():
                              np.broadcast_to(np.log(weights), (25, 25)).copy())  # fmt: skip
     on_grid = attention_2d_at(layer, _smooth, 5, "gauss-legendre", nodes)
     assert np.abs(on_grid - expected).max() < 1e-14
+
+
+@pytest.mark.parametrize("rule", ["midpoint", "gauss-legendre"])
+def test_a_probe_at_a_node_follows_that_token(rule):
+    """The probes follow the Nystrom extension of the grid flow, which at a node is the
+    node's value: a probe placed on a node has that token's trajectory."""
+    from solvers.grids import product_quadrature
+    from solvers.vit import probed_problem
+
+    layers = [dataclasses.replace(LayerWeights.random(4, 2, 8, s, affine=True, eps=1e-6),
+                                  activation="gelu") for s in (0, 1)]  # fmt: skip
+    nodes = [1, 7, 12]
+    points = product_quadrature(rule, 4, 4)[0][nodes]
+    problem = probed_problem(PiecewiseControls(layers), lambda x: 1 + _smooth(x), 4, rule,
+                             points, 2)  # fmt: skip
+    final = solve(problem, "projected-rk4", 4)
+    assert np.abs(final[-3:] - final[nodes]).max() < 1e-14
