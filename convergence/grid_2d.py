@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from fractions import Fraction
+from itertools import pairwise
 
 import numpy as np
 
@@ -62,13 +64,18 @@ def grid_2d_study(
 ) -> GridStudy:
     """Errors max |evaluate(n, x) - reference(reference_size, x)| over probe points x;
     with reference_size None, the successive differences max |evaluate(n_i, x) -
-    evaluate(n_i+1, x)| (reported at n_i; the finest size has no entry of its own)."""
+    evaluate(n_i+1, x)| (reported at n_i; the finest size has no entry of its own), which
+    behave like h^p only for sizes in a constant ratio (n_i+1 / n_i the same for all i)."""
     sizes = sorted(int(n) for n in sizes)
     needed = 3 if reference_size is not None else 4
     if len(sizes) < needed:
         raise InvalidInputError(f"a grid study needs at least {needed} sizes, got {sizes}")
     if reference_size is None and reference is not None:
         raise InvalidInputError("a reference evaluator needs a reference_size")
+    if reference_size is None and len({Fraction(b, a) for a, b in pairwise(sizes)}) > 1:
+        raise InvalidInputError(  # |u_n - u_rn| = C (1 - r^-p) h^p only for one ratio r
+            f"successive differences need sizes in a constant ratio, got {sizes}"
+        )
     if reference_size is not None and reference_size <= max(sizes):
         raise InvalidInputError(
             f"the reference grid ({reference_size}) must be finer than every size {sizes}"

@@ -132,9 +132,11 @@ class ConvProjection:
         return padded(self.kappa_q, rows), padded(self.kappa_k, keys), padded(self.kappa_v, keys)
 
     def on_key_grid(self, values: np.ndarray, n: int) -> np.ndarray:
-        """The rows of grid values (n * n, w) at the key grid's points (every stride-th)."""
-        s = self.stride
-        return values.reshape(n, n, -1)[::s, ::s].reshape(-1, values.shape[-1])
+        """The rows of grid values (..., n * n, w) at the key grid's points (every
+        stride-th in both directions)."""
+        s, batch, width = self.stride, values.shape[:-2], values.shape[-1]
+        grid = values.reshape(*batch, n, n, width)[..., ::s, ::s, :]
+        return grid.reshape(*batch, -1, width)
 
 
 def probed_problem(
@@ -168,12 +170,13 @@ def _kernel_matrix(kernel: Kernel, rows: np.ndarray, columns: np.ndarray) -> np.
 
 
 def _convolve_on_grid(kernel: Kernel, values: np.ndarray, n: int) -> np.ndarray:
-    """The circular convolution h^2 sum_j kappa(y_i - y_j) f(y_j) on the grid, by FFT."""
+    """The circular convolution h^2 sum_j kappa(y_i - y_j) f(y_j) on the grid, by FFT;
+    values (..., n * n, w)."""
     offsets = np.arange(n) / n
     stencil = kernel(offsets[:, None], offsets[None, :])  # kappa(y_a - y_0) per offset
-    field = values.reshape(n, n, -1)
-    spectrum = np.fft.fft2(stencil)[..., None] * np.fft.fft2(field, axes=(0, 1))
-    return np.real(np.fft.ifft2(spectrum, axes=(0, 1))).reshape(n * n, -1) / n**2
+    field = values.reshape(*values.shape[:-2], n, n, values.shape[-1])
+    spectrum = np.fft.fft2(stencil)[..., None] * np.fft.fft2(field, axes=(-3, -2))
+    return np.real(np.fft.ifft2(spectrum, axes=(-3, -2))).reshape(values.shape) / n**2
 
 
 def conv_attention_at(

@@ -171,7 +171,7 @@ class Problem:
         """The token maps as operators x -> C x in bk (solvers.operators.attention)."""
         if self.token_maps is None:
             return None
-        matrices = [bk.asarray(c, name="token_maps") for c in self.token_maps]
+        matrices = [bk.constant(c, name="token_maps") for c in self.token_maps]
         return tuple(partial(bk.matmul, c) for c in matrices)
 
 

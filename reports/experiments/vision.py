@@ -26,6 +26,8 @@ in the cells, so the order-2 constant does not jump between grids).
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -73,7 +75,7 @@ GRID_RULES = (
     ("trapezoid", 1.0, [4, 8, 16, 32]),
     ("gauss-legendre", None, [4, 8, 16]),
 )
-FLOW_GRID_RULES = (("midpoint", 2.0, [4, 8, 16, 32]), ("gauss-legendre", None, [2, 4, 6, 8, 10]))
+FLOW_GRID_RULES = (("midpoint", 2.0, [4, 8, 16, 32]), ("gauss-legendre", None, [2, 4, 8, 16]))
 """(The rectangle rule's order 1 shows at the operator level; on the network its h^2 term
 keeps it pre-asymptotic up to n = 64: 0.93 [0.86, 1.00].)"""
 SPREAD_BASE = np.array([1.0, -1.0, 0.5, -0.5])
@@ -320,6 +322,18 @@ def _flow_grid(value: Any, where: str) -> int:
     return n
 
 
+def _flow_sizes(value: Any, where: str) -> list[int]:
+    """At least 4 grid sizes in a constant ratio (successive differences), multiples of 4
+    (the tent's radius 1/4 a whole number of cells, the stride 2 a divisor), at most 64
+    (the probed maps are dense: (64^2 + 16)^2 entries each)."""
+    sizes = sorted(array_of(integer(4, 64), minimum=4, distinct=True)(value, where))
+    if any(n % 4 for n in sizes):
+        raise reject(where, f"sizes must be multiples of 4, got {sizes}")
+    if len({Fraction(b, a) for a, b in pairwise(sizes)}) > 1:
+        raise reject(where, f"sizes must grow by a constant ratio, got {sizes}")
+    return sizes
+
+
 CVT_FIELDS = {
     "sizes": Field(array_of(integer(2, 1024), minimum=3, distinct=True), [12, 24, 48, 96]),
     "reference_size": Field(integer(8, 2048), 768),
@@ -329,7 +343,7 @@ CVT_FIELDS = {
     "steps_per_unit": Field(
         array_of(integer(1, 4096), minimum=3, distinct=True), [4, 8, 16, 32, 64]
     ),
-    "flow_sizes": Field(array_of(integer(4, 96), minimum=4, distinct=True), [8, 16, 32, 64]),
+    "flow_sizes": Field(_flow_sizes, [8, 16, 32, 64]),
 }
 KERNELS = {"gaussian": lambda: gaussian_kernel(0.07), "tent": lambda: tent_kernel(0.25)}
 FLOW_GRID_KERNELS = (("gaussian", gaussian_kernel(0.07), None), ("tent", tent_kernel(0.25), 2.0))

@@ -22,12 +22,13 @@ from solvers.torch_io import from_torch
 
 
 def skewed_tent(n: int, tilt: tuple[float, float]):
-    """A tent of radius 2h times a tilt 1 + a z1 + b z2: a 3 x 3 stencil, not symmetric, so
-    a reflected convolution (torch's Conv2d is a cross-correlation) would be caught."""
+    """A tent of radius 2h times a tilt 1.5 + a z1 + b z2: a 3 x 3 stencil, not symmetric,
+    so a reflected convolution (torch's Conv2d is a cross-correlation) would be caught, and
+    of mass 1.5, so a bias added before the convolution (C b != b) would be too."""
     tent = tent_kernel(2 / n)
 
     def kappa(z1, z2):
-        return tent(z1, z2) * (1 + tilt[0] * periodic(z1) + tilt[1] * periodic(z2))
+        return tent(z1, z2) * (1.5 + tilt[0] * periodic(z1) + tilt[1] * periodic(z2))
 
     return kappa
 
@@ -161,9 +162,10 @@ def test_the_key_grid_is_every_stride_th_grid_point():
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_a_probe_at_a_grid_point_follows_that_token(stride):
-    """The probes are passive tokens on the Nystrom extension: at a grid point the
-    extension is the grid value, so the probe's trajectory is that token's."""
+def test_probes_are_passive_and_follow_the_nystrom_extension(stride):
+    """The grid rows of the probed problem are the unprobed flow exactly (no map reads a
+    probe row), and at a grid point the extension is the grid value, so a probe placed
+    there has that token's trajectory."""
     problem = _cvt_problem()
     nodes = [0, 5, 14]
     base, waves = np.array([1, -1, 0.5, 0]), np.array([[1, 0, 1, 2], [0, 1, 1, -1]])
@@ -171,8 +173,11 @@ def test_a_probe_at_a_grid_point_follows_that_token(stride):
     def data(x):
         return base + np.cos(2 * np.pi * x @ waves)
 
-    probed = probed_problem(problem.controls, projection(4, stride), data, 4,
-                            grid_points(4)[nodes], 1.5)  # fmt: skip
+    maps = projection(4, stride)
+    probed = probed_problem(problem.controls, maps, data, 4, grid_points(4)[nodes], 1.5)
+    plain = Problem(data(grid_points(4)), problem.controls, 1.5, norm="pre",
+                    token_maps=maps.matrices(4))  # fmt: skip
     for method in ("lie", "strang-rk2"):
         final = solve(probed, method, 4)
+        assert np.array_equal(final[:16], solve(plain, method, 4))
         assert np.abs(final[-3:] - final[nodes]).max() < 1e-14

@@ -111,35 +111,45 @@ def _smooth(x):
                      np.sin(2.1 * x[:, 0] + 0.4), np.cos(x[:, 1] ** 2)], 1)  # fmt: skip
 
 
-def test_on_the_grid_the_2d_attention_integral_is_the_weighted_operator():
-    """At the nodes, the Nystrom form is the discrete operator with token weights log w."""
-    from solvers import backend
-    from solvers.grids import product_quadrature
-    from solvers.operators import attention
-
-    layer = LayerWeights.random(4, 2, 8, 0)
-    nodes, weights = product_quadrature("gauss-legendre", 5, 5)
-    assert np.isclose(weights.sum(), 1)
-    bk = backend("float64")
-    with bk.active():
-        expected = attention(bk, _smooth(nodes), layer.on(bk),
-                             np.broadcast_to(np.log(weights), (25, 25)).copy())  # fmt: skip
-    on_grid = attention_2d_at(layer, _smooth, 5, "gauss-legendre", nodes)
-    assert np.abs(on_grid - expected).max() < 1e-14
-
-
 @pytest.mark.parametrize("rule", ["midpoint", "gauss-legendre"])
-def test_a_probe_at_a_node_follows_that_token(rule):
-    """The probes follow the Nystrom extension of the grid flow, which at a node is the
-    node's value: a probe placed on a node has that token's trajectory."""
+def test_probes_are_passive_and_follow_the_nystrom_extension(rule):
+    """The node rows of the probed problem are the flow on the nodes exactly (no map reads
+    a probe row), and a probe placed on a node has that token's trajectory."""
     from solvers.grids import product_quadrature
     from solvers.vit import probed_problem
 
     layers = [dataclasses.replace(LayerWeights.random(4, 2, 8, s, affine=True, eps=1e-6),
                                   activation="gelu") for s in (0, 1)]  # fmt: skip
-    nodes = [1, 7, 12]
-    points = product_quadrature(rule, 4, 4)[0][nodes]
-    problem = probed_problem(PiecewiseControls(layers), lambda x: 1 + _smooth(x), 4, rule,
-                             points, 2)  # fmt: skip
+    nodes_at = [1, 7, 12]
+    nodes, weights = product_quadrature(rule, 4, 4)
+
+    def data(x):
+        return 1 + _smooth(x)
+
+    controls = PiecewiseControls(layers)
+    problem = probed_problem(controls, data, 4, rule, nodes[nodes_at], 2)
+    plain = Problem(data(nodes), controls, 2, norm="pre",
+                    token_weights=None if rule == "midpoint" else weights)  # fmt: skip
     final = solve(problem, "projected-rk4", 4)
-    assert np.abs(final[-3:] - final[nodes]).max() < 1e-14
+    assert np.abs(final[:16] - solve(plain, "projected-rk4", 4)).max() < 1e-14
+    assert np.abs(final[-3:] - final[nodes_at]).max() < 1e-14
+
+
+def test_off_the_grid_the_2d_attention_integral_is_the_quadrature_of_each_head():
+    """attention_2d_at at points off the grid against the formula written out per head:
+    sum_h [sum_j w_j e^{s q_h(x).k_h(y_j)} v_h(y_j) / sum_j w_j e^{...}] Wo_h + bo."""
+    from solvers.grids import product_quadrature
+
+    layer = LayerWeights.random(4, 2, 8, 5)
+    nodes, weights = product_quadrature("gauss-legendre", 5, 5)
+    points = np.random.default_rng(2).random((6, 2))
+    values, probe = _smooth(nodes), _smooth(points)
+    expected = np.tile(layer.bo, (6, 1))
+    for h in range(layer.heads):
+        q = probe @ layer.wq[h] + layer.bq[h]
+        k = values @ layer.wk[h] + layer.bk[h]
+        v = values @ layer.wv[h] + layer.bv[h]
+        p = weights * np.exp(layer.scale * q @ k.T)
+        expected += (p / p.sum(axis=1, keepdims=True)) @ v @ layer.wo[h]
+    ours = attention_2d_at(layer, _smooth, 5, "gauss-legendre", points)
+    assert np.abs(ours - expected).max() < 1e-14
