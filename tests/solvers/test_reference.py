@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 import pytest
@@ -30,14 +29,11 @@ def _uniform_problem(seed: int = 3, d: int = 8, layers: int = 4) -> Problem:
 @pytest.mark.parametrize("precision", [backend("arb", 50), backend("mpmath", 50)], ids=repr)
 def test_reference_reproduces_the_uniform_attention_solution_to_1e_30(precision):
     problem = _uniform_problem()
-    started = time.process_time()
     got = solve(problem, "reference", steps_per_unit=4, backend=precision)
-    elapsed = time.process_time() - started
     exact = uniform_attention_solution(problem, precision)
     with precision.active():
         error = np.abs(precision.to_float64(got - exact)).max()
     assert error < 1e-30
-    assert elapsed < 60
 
 
 def test_uniform_attention_solution_rejects_other_problems():
