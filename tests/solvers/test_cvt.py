@@ -154,6 +154,8 @@ def test_bad_token_maps_are_named():
         Problem(u0, controls, 1, causal=True, token_maps=(square, square, square))
     with pytest.raises(InvalidInputError, match="finite"):
         Problem(u0, controls, 1, token_maps=(square * np.nan, coarse, coarse))
+    with pytest.raises(InvalidInputError, match="token_weights"):  # one per key: 4, not 16
+        Problem(u0, controls, 1, token_weights=np.ones(16), token_maps=(square, coarse, coarse))
 
 
 def test_the_key_grid_is_every_stride_th_grid_point():
