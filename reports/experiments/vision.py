@@ -205,12 +205,12 @@ def _grid_part(
     rows = [
         [
             label,
-            *order_cells(g["estimate"]),
+            *(["-", "-", "-", "-", "-"] if g["spectral"] else order_cells(g["estimate"])),
             "spectral" if g["spectral"] else "algebraic",
             cell(g["errors"][-1]),
         ]
         for label, g in studies
-    ]
+    ]  # no power law fits a spectral series: its order cells would mislead
     markdown = f"**{heading}** (against {studies[0][1]['reference']}).\n\n" + markdown_table(
         ["grid", *ORDER_HEADERS, "convergence", "finest error"], rows
     )
