@@ -345,9 +345,9 @@ CVT_FIELDS = {
     ),
     "flow_sizes": Field(_flow_sizes, [8, 16, 32, 64]),
 }
-KERNELS = {"gaussian": lambda: gaussian_kernel(0.07), "tent": lambda: tent_kernel(0.25)}
-FLOW_GRID_KERNELS = (("gaussian", gaussian_kernel(0.07), None), ("tent", tent_kernel(0.25), 2.0))
-"""The tent's radius 1/4 is a whole number of cells on grids of size divisible by 4."""
+KERNELS = {"gaussian": (gaussian_kernel(0.07), None), "tent": (tent_kernel(0.25), 2.0)}
+"""Each kernel with the order its grid studies expect (None: spectral). The tent's radius
+1/4 is a whole number of cells on grids of size divisible by 4."""
 
 
 def _cvt_cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -403,20 +403,20 @@ def _cvt_run(case: dict[str, Any], seed: int) -> dict[str, Any]:
                 lambda x: SPREAD_BASE + FLOW_PERTURBATION * data(x),
                 case["flow_sizes"], seed=seed, expected=order,
             ).to_json()
-            for name, kernel, order in FLOW_GRID_KERNELS
+            for name, (kernel, order) in KERNELS.items()
         ]  # fmt: skip
         return {"case": "flow grid", "grids": grids}
     data = _periodic_data(rng, case["d"])
     layer = LayerWeights.random(case["d"], 1, case["d"], rng)
-    projection = ConvProjection.shared(KERNELS[case["kernel"]](), case["stride"])
+    kernel, order = KERNELS[case["kernel"]]
     study = cvt_grid_study(
         layer,
-        projection,
+        ConvProjection.shared(kernel, case["stride"]),
         data,
         case["sizes"],
         reference_size=case["reference_size"],
         seed=seed,
-        expected=2.0 if case["kernel"] == "tent" else None,
+        expected=order,
     )
     return {"case": "grid", "kernel": case["kernel"], "stride": case["stride"]} | study.to_json()
 
