@@ -50,6 +50,12 @@ from solvers.weights import LayerWeights
 Evaluate = Callable[[int, np.ndarray], np.ndarray]
 
 
+def in_constant_ratio(sizes: Sequence[int]) -> bool:
+    """Whether n_i+1 / n_i is the same for every i: successive differences |u_n - u_rn| =
+    C (1 - r^-p) h^p behave like h^p only for one ratio r."""
+    return len({Fraction(b, a) for a, b in pairwise(sorted(sizes))}) <= 1
+
+
 def grid_2d_study(
     evaluate: Evaluate,
     sizes: Sequence[int],
@@ -72,8 +78,8 @@ def grid_2d_study(
         raise InvalidInputError(f"a grid study needs at least {needed} sizes, got {sizes}")
     if reference_size is None and reference is not None:
         raise InvalidInputError("a reference evaluator needs a reference_size")
-    if reference_size is None and len({Fraction(b, a) for a, b in pairwise(sizes)}) > 1:
-        raise InvalidInputError(  # |u_n - u_rn| = C (1 - r^-p) h^p only for one ratio r
+    if reference_size is None and not in_constant_ratio(sizes):
+        raise InvalidInputError(
             f"successive differences need sizes in a constant ratio, got {sizes}"
         )
     if reference_size is not None and reference_size <= max(sizes):

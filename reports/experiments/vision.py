@@ -26,8 +26,6 @@ in the cells, so the order-2 constant does not jump between grids).
 from __future__ import annotations
 
 import dataclasses
-from fractions import Fraction
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -35,6 +33,7 @@ import numpy as np
 from convergence.grid_2d import (
     cvt_flow_grid_study,
     cvt_grid_study,
+    in_constant_ratio,
     vit_flow_grid_study,
     vit_grid_study,
 )
@@ -329,7 +328,7 @@ def _flow_sizes(value: Any, where: str) -> list[int]:
     sizes = sorted(array_of(integer(4, 64), minimum=4, distinct=True)(value, where))
     if any(n % 4 for n in sizes):
         raise reject(where, f"sizes must be multiples of 4, got {sizes}")
-    if len({Fraction(b, a) for a, b in pairwise(sizes)}) > 1:
+    if not in_constant_ratio(sizes):
         raise reject(where, f"sizes must grow by a constant ratio, got {sizes}")
     return sizes
 
