@@ -34,7 +34,7 @@ def test_reference_step(benchmark, problem, name):
     bk = backend(name, 50)
     method = Reference()
     with bk.active():
-        flow = LayerFlow(problem, bk)
+        flow = LayerFlow.from_problem(problem, bk)
         u = flow.project(0, bk.asarray(0), bk.asarray(problem.u0))
         t, h = bk.asarray(0), bk.asarray(1) / 4
 

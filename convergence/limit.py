@@ -71,7 +71,7 @@ def token_spread(u: np.ndarray) -> float:
 
 def _fixed_point_defect(problem: Problem, bk: Backend, u: np.ndarray) -> float:
     """max |P2(P1(u)) - u| for the last layer's norms P1, P2, in bk (active)."""
-    flow, last = LayerFlow(problem, bk), len(problem.controls) - 1
+    flow, last = LayerFlow.from_problem(problem, bk), len(problem.controls) - 1
     start = bk.asarray(last)
     normed = flow.project(last, start, flow.project(last, start, u, 1), 2)
     return float(np.abs(bk.to_float64(normed - u)).max())

@@ -40,6 +40,7 @@ import numpy as np
 from scipy import stats
 
 from solvers.errors import InvalidInputError
+from solvers.line_fit import fit_line
 
 PASS, SUPERCONVERGENT, PRE_ASYMPTOTIC, FLOOR, FAIL, NO_LIMIT = (
     "PASS", "SUPERCONVERGENT", "PRE-ASYMPTOTIC", "FLOOR", "FAIL", "NO-LIMIT",
@@ -68,17 +69,6 @@ class OrderEstimate:
         record = asdict(self)
         record["dropped"] = {str(k): v for k, v in self.dropped.items()}
         return record
-
-
-def _fit(log_h: np.ndarray, log_e: np.ndarray) -> tuple[float, float, float, float]:
-    """Slope, intercept, standard error of the slope, residual standard deviation."""
-    n = len(log_h)
-    slope, intercept = np.polyfit(log_h, log_e, 1)
-    residuals = log_e - (slope * log_h + intercept)
-    dof = max(n - 2, 1)
-    sigma = math.sqrt(float(residuals @ residuals) / dof) if n > 2 else 0.0
-    spread = float(((log_h - log_h.mean()) ** 2).sum())
-    return float(slope), float(intercept), sigma / math.sqrt(spread), sigma
 
 
 def estimate_order(
@@ -143,9 +133,8 @@ def estimate_order(
         dropped[levels[window[0]]] = "pre-asymptotic: the log-log curve still bends there"
         window = window[1:]
     log_h, log_e = np.log(h[window]), np.log(e[window])
-    slope, intercept, se, _ = _fit(log_h, log_e)
-    quantile = stats.t.ppf(0.5 + confidence / 2, max(len(window) - 2, 1))
-    lo, hi = slope - quantile * se, slope + quantile * se
+    fit = fit_line(log_h, log_e, confidence)
+    slope, intercept, (lo, hi) = fit.slope, fit.intercept, fit.slope_interval
     local = np.diff(log_e) / np.diff(log_h)
     if len(window) == 3 and abs(local[1] - local[0]) > max(0.2 * abs(slope), 0.2):
         return result(PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
@@ -230,7 +219,8 @@ def _consistent_from_the_fine_end(log_h: np.ndarray, log_e: np.ndarray) -> int:
     start = max(len(log_h) - 4, 0)
     while start > 0:
         x = log_h[start:]
-        slope, intercept, _, sigma = _fit(x, log_e[start:])
+        line = fit_line(x, log_e[start:])
+        slope, intercept, sigma = line.slope, line.intercept, line.residual
         candidates = slice(max(start - 2, 0), start)  # the next one or two coarser levels
         x0 = log_h[candidates]
         error = max(sigma, MIN_RELATIVE_NOISE) * np.sqrt(

@@ -34,7 +34,7 @@ from solvers import Problem, backend, solve_layers
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
 from solvers.exact import uniform_attention_solution
-from solvers.problem import METHODS
+from solvers.methods import METHODS
 from solvers.provenance import versions
 from solvers.schemes import SPLITTINGS
 

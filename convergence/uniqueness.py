@@ -3,7 +3,7 @@
 Each run (method, precision) solves the problem at increasing steps_per_unit m_k. For
 two runs of different methods the differences D_k = max|u_a(m_k) - u_b(m_k)| must
 shrink at the order min(p_a, p_b), fitted by `estimate_order` with the rounding floor
-the two runs' allowances at the finest level (ROUNDING_ALLOWANCE roundings of the
+the two runs' allowances at the finest level (SOLVE_ALLOWANCE roundings of the
 state's size per step, a stated allowance, not a proven bound); PASS, SUPERCONVERGENT or
 FLOOR (the differences reach rounding) mean the same limit. Two runs of one method in
 different precisions compute the same discrete solutions: their differences stay within
@@ -29,14 +29,14 @@ import numpy as np
 from convergence.order import OrderEstimate, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend
+from solvers.driver import layer_lengths
 from solvers.errors import InvalidInputError
-from solvers.problem import METHODS, layer_lengths
+from solvers.methods import METHODS
 from solvers.provenance import json_float, versions
+from solvers.rounding import solve_allowance
 from solvers.schemes import SteppingMethod
 from solvers.validation import choice, positive_int
 
-ROUNDING_ALLOWANCE = 100
-"""Roundings of the state's size allowed per step when comparing solves."""
 SAME_LIMIT_VERDICTS = ("PASS", "SUPERCONVERGENT", "FLOOR")
 """Verdicts of estimate_order that show two runs share their limit."""
 SAME, DIFFERENT = "same limit", "different limits"
@@ -149,7 +149,7 @@ def uniqueness_study(
         solutions[label] = [solve(problem, method, m, bk) for m in levels]
         size = max(float(np.max(np.abs(np.asarray(u, dtype=float)))) for u in solutions[label])
         allowances[label] = [
-            ROUNDING_ALLOWANCE * bk.unit_roundoff * sum(math.ceil(x * m) for x in lengths) * size
+            solve_allowance(bk.unit_roundoff, sum(math.ceil(x * m) for x in lengths), size)
             for m in levels
         ]
     hs = [1 / m for m in levels]

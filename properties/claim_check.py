@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-HOLDS = "holds"
-FAILS = "fails"
+
+class CheckVerdict(StrEnum):
+    """Whether a measured defect is within its tolerance."""
+
+    HOLDS = "holds"
+    FAILS = "fails"
 
 
 @dataclass(frozen=True)
@@ -23,15 +28,8 @@ class ClaimCheck:
     defect: float
     tolerance: float
     note: str = ""
-    verdict: str = field(init=False)
+    verdict: CheckVerdict = field(init=False)
 
     def __post_init__(self) -> None:
         holds = math.isfinite(self.defect) and self.defect <= self.tolerance
-        object.__setattr__(self, "verdict", HOLDS if holds else FAILS)
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict; floats are written with repr, so nothing is lost."""
-        record = asdict(self)
-        record["defect"] = repr(float(self.defect))
-        record["tolerance"] = repr(float(self.tolerance))
-        return record
+        object.__setattr__(self, "verdict", CheckVerdict.HOLDS if holds else CheckVerdict.FAILS)

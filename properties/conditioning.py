@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from properties.claim_check import FAILS, HOLDS
+from properties.claim_check import CheckVerdict
 from properties.invariants import (
     P_ALLOWANCE,
     attention_heads,
@@ -258,7 +258,9 @@ def layer_norm_conditioning(
         constant_interval=constant_interval,
         expected_constant=sigma2,
         decades=float(np.log10(s[kept].max() / s[kept].min())) if kept.any() else 0.0,
-        verdict=HOLDS if fit.points >= 3 and slope_ok and constant_ok else FAILS,
+        verdict=CheckVerdict.HOLDS
+        if fit.points >= 3 and slope_ok and constant_ok
+        else CheckVerdict.FAILS,
         inputs={
             "d": d,
             "offset": offset,

@@ -88,12 +88,15 @@ import numpy as np
 from properties.claim_check import ClaimCheck
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve, solve_layers
 from solvers.backends import Array, Backend
+from solvers.driver import integrate
 from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.flow import LayerFlow
-from solvers.operators import attention, feed_forward, layer_norm, project_to_s1
-from solvers.problem import METHODS, integrate
+from solvers.integrators import stage_growth
+from solvers.methods import METHODS
+from solvers.operators import LAYER_NORMS, attention, feed_forward, layer_norm, project_to_s1
 from solvers.provenance import versions
-from solvers.schemes import LAYER_NORMS, Unsplit, lie_step
+from solvers.records import to_json
+from solvers.schemes import Unsplit, lie_step
 from solvers.validation import choice, finite_array, positive_int
 from solvers.weights import BackendLayer
 
@@ -364,11 +367,9 @@ def _jacobian(map_: Callable[[np.ndarray], np.ndarray], u: np.ndarray) -> np.nda
 class _RecordingFlow(LayerFlow):
     """A LayerFlow whose projections record the conditioning and rounding of their inputs."""
 
-    def __init__(self, problem: Problem, bk: Backend, unit: float = 0.0) -> None:
-        super().__init__(problem, bk)
-        self.unit = unit
-        self.conditioning = 0.0
-        self.last_rounding = 0.0
+    unit = 0.0
+    conditioning = 0.0
+    last_rounding = 0.0
 
     def project(self, n: int, t: Array, u: Array, which: int = 2) -> Array:
         if self.norm == "post":
@@ -382,28 +383,13 @@ class _RecordingFlow(LayerFlow):
         return super().project(n, t, u, which)
 
 
-def _stage_growth(tableau: Any, x: float) -> float:
-    """max_i sum_l |b_l| alpha_l: how much an error in stage i's field value can grow by the
-    end of an explicit Runge-Kutta step, first order, for a field with Lipschitz constant
-    Lam and x = h Lam: alpha_i = 1, alpha_l = x sum_{i <= j < l} |a_lj| alpha_j (l > i)."""
-    a = [[abs(float(c)) for c in row] for row in tableau.a]
-    b = [abs(float(c)) for c in tableau.b]
-    worst = 0.0
-    for i in range(len(b)):
-        alpha = [0.0] * len(b)
-        alpha[i] = 1.0
-        for stage in range(i + 1, len(b)):
-            alpha[stage] = x * sum(c * alpha[j] for j, c in enumerate(a[stage]) if j >= i)
-        worst = max(worst, sum(c * w for c, w in zip(b, alpha, strict=True)))
-    return worst
-
-
 def _solve_bound(
     problem: Problem, method: Unsplit, steps: int, layer: LayerWeights, unit: float
 ) -> float:
     """2-norm bound on the rounding error of solve(problem, method, steps) over [0, 1]."""
     bk64 = backend("float64")
-    flow = _RecordingFlow(problem, bk64, unit)
+    flow = _RecordingFlow.from_problem(problem, bk64)
+    flow.unit = unit
     bias = problem.score_bias(bk64)
     h = 1.0 / steps
     size = problem.u0.size
@@ -450,7 +436,7 @@ def _solve_bound(
         if method.field == "tangent" and problem.norm == "post":
             kappa = float(np.max(np.max(np.abs(u), -1) / np.std(u, axis=-1)))
             field_error += 3 * (u.shape[-1] + 2 + kappa) * unit * g_norm
-        growth = _stage_growth(tableau, h * lam)
+        growth = stage_growth(tableau, h * lam)
         u_norm = float(np.linalg.norm(u))
         delta = (
             h * growth * field_error
@@ -563,8 +549,8 @@ def check_permutation_equivariance(
                 step = bk.asarray(dt)
                 compare(
                     "a Lie layer is permutation equivariant",
-                    lie_step(bk, x, w, step, norm, b),
-                    lie_step(bk, y, w, step, norm, b),
+                    lie_step(bk, x, layer, step, norm, b),
+                    lie_step(bk, y, layer, step, norm, b),
                     _lie_layer_bound(u, layer, norm, dt, bias, unit),
                     "max |L(U[pi]) - L(U)[pi]| / max |L(U)|, L one Lie step",
                     norm=norm,
@@ -797,8 +783,8 @@ def check_flow_stays_on_s1(
 
 def _replay_conditioning(problem: Problem, method: Any, steps_per_unit: int) -> float:
     """The largest kappa of any row projected while solving `problem` (replayed in float64)."""
-    flow = _RecordingFlow(problem, backend("float64"))
-    integrate(flow, method, steps_per_unit)
+    flow = _RecordingFlow.from_problem(problem, backend("float64"))
+    integrate(problem, method, steps_per_unit, flow)
     return flow.conditioning
 
 
@@ -920,7 +906,7 @@ class ProjectionExpansion:
             "max_ratio_outside": self.max_ratio_outside,
             "max_ratio_inside": self.max_ratio_inside,
             "pair_min_radius": self.pair_min_radius, "pair_ratio": self.pair_ratio,
-            "checks": [c.to_json() for c in self.checks], "inputs": self.inputs,
+            "checks": [to_json(c) for c in self.checks], "inputs": self.inputs,
             "versions": self.versions, "wall_time": self.wall_time,
         }  # fmt: skip
 

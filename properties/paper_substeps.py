@@ -25,7 +25,7 @@ def check_six_substeps(
     with bk.active():
         w = layer.on(bk)
         state = bk.asarray(u)
-        post = lie_step(bk, state, w, bk.asarray(1.0), "post")
+        post = lie_step(bk, state, layer, bk.asarray(1.0), "post")
         difference = bk.to_float64(paper_six_substeps(bk, state, w) - post)
         scale = np.max(np.abs(bk.to_float64(post)))
     return ClaimCheck(

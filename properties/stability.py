@@ -105,18 +105,19 @@ from typing import Any
 
 import numpy as np
 
-from properties.claim_check import FAILS, HOLDS
+from properties.claim_check import CheckVerdict
 from properties.conditioning import Fit, fit_line
 from solvers import LayerWeights, PiecewiseControls, Problem, backend
 from solvers.backends import Array, Backend
+from solvers.driver import layer_lengths
 from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.flow import LayerFlow
 from solvers.integrators import EULER, Tableau
+from solvers.methods import METHODS, checked_method
 from solvers.operators import tangent_projection
-from solvers.problem import METHODS, checked_method, layer_lengths
 from solvers.provenance import json_float, versions
 from solvers.reference import Reference
-from solvers.schemes import LIE, SteppingMethod, Unsplit
+from solvers.schemes import LIE, Step, SteppingMethod, Unsplit
 from solvers.validation import choice, positive_int, positive_number, positive_sweep
 
 DEFAULT_DIGITS = 40
@@ -155,7 +156,8 @@ def _method(name: object) -> SteppingMethod:
 
 def _check_problem(problem: object, method: SteppingMethod) -> Problem:
     """The checks solve_layers makes: a Problem, and one constraint set per post-LN layer."""
-    return checked_method(problem, method)[0]
+    checked_method(problem, method)
+    return problem
 
 
 def _precision(precision: str | Backend | None) -> Backend:
@@ -177,73 +179,33 @@ def _layer_lengths(problem: Problem, steps_per_unit: int) -> list[tuple[Fraction
     ]
 
 
-def _recorded_advance(
-    method: Reference, flow: LayerFlow, n: int, start: Array, length: Array, steps: int, u: Array
-) -> tuple[Array, list[tuple[Array, Array, Array]]]:
-    """method.advance from u, with the steps it committed: (t, h, activation pattern).
-
-    Every step goes through Reference._step; the committed ones form the chain from u to
-    the result (each one's output is the next one's input), the others are the trial
-    steps of event location, which start from the same state.
-    """
-    calls: list[tuple[Array, Array, Array, Array, Array]] = []
-
-    class Recording(type(method)):  # type: ignore[misc]
-        def _step(self, flow, n, t, v, h, pattern):
-            out = super()._step(flow, n, t, v, h, pattern)
-            calls.append((v, t, h, pattern, out))
-            return out
-
-    recorder = Recording(**{f.name: getattr(method, f.name) for f in dataclasses.fields(method)})
-    end = recorder.advance(flow, n, start, length, steps, u)
-    schedule, current, candidates = [], u, []
-    for call in [*calls, (end, None, None, None, None)]:
-        if call[0] is not current:
-            committed = next((c for c in candidates if c[4] is call[0]), None)
-            if committed is None:
-                raise RuntimeError("the reference's committed steps do not form a chain")
-            schedule.append(committed[1:4])
-            current, candidates = call[0], []
-        candidates.append(call)
-    return end, schedule
-
-
 class _LayerMaps:
     """Phi_n of one method in one backend, for one state and for batches of states."""
 
     def __init__(self, problem: Problem, method: SteppingMethod, steps_per_unit: int, bk: Backend):
-        self.flow = LayerFlow(problem, bk)
+        self.flow = LayerFlow.from_problem(problem, bk)
         self.method, self.bk = method, bk
         self.layers = _layer_lengths(problem, steps_per_unit)
         self.replays = isinstance(method, Reference) and method.events
 
-    def initial(self) -> Array:
-        problem, bk = self.flow.problem, self.bk
-        if problem.manufactured is not None:
-            return problem.manufactured.state(bk, bk.asarray(0))
-        return bk.asarray(problem.u0, name="u0")
-
-    def _start(self, n: int, u: Array) -> Array:
-        if self.method.enters_constraint_set:
-            return self.flow.project(n, self.bk.asarray(n), u)
-        return u
-
-    def advance(self, n: int, u: Array) -> tuple[Array, list | None]:
+    def advance(self, n: int, u: Array) -> tuple[Array, list[Step] | None]:
         """Phi_n(u), and the committed steps to replay (reference with events)."""
         bk, (length, steps) = self.bk, self.layers[n]
-        u = self._start(n, u)
+        u = self.method.enter(self.flow, n, u)
         start, size = bk.asarray(n), bk.asarray(length)
-        if self.replays:
-            return _recorded_advance(self.method, self.flow, n, start, size, steps, u)
-        return self.method.advance(self.flow, n, start, size, steps, u), None
+        if not self.replays:
+            return self.method.advance(self.flow, n, start, size, steps, u), None
+        schedule: list[Step] = []
+        end = self.method.advance(self.flow, n, start, size, steps, u, schedule.append)
+        return end, schedule
 
-    def apply(self, n: int, batch: Array, schedule: list | None) -> Array:
+    def apply(self, n: int, batch: Array, schedule: list[Step] | None) -> Array:
         """Phi_n on a batch (leading axis), replaying `schedule` when there is one."""
         if schedule is None:
             return self.advance(n, batch)[0]
-        batch = self._start(n, batch)
-        for t, h, pattern in schedule:
-            batch = self.method._step(self.flow, n, t, batch, h, pattern)
+        batch = self.method.enter(self.flow, n, batch)
+        for step in schedule:
+            batch = self.method.step(self.flow, n, step.t, batch, step.h, step.pattern)
         return batch
 
 
@@ -297,7 +259,7 @@ def _linearise(
 ) -> _Linearisation:
     maps = _LayerMaps(problem, method, steps_per_unit, bk)
     with bk.active(), np.errstate(over="ignore", invalid="ignore"):
-        u = maps.initial()
+        u = problem.initial_state(bk)
         jacobians, times, error = [], [], None
         elapsed = Fraction(0)
         for n, (length, _) in enumerate(maps.layers):
@@ -567,7 +529,7 @@ def ftle_convergence(
         floor=floor,
         fit=fit,
         fitted_steps=[levels[i] for i in fitted],
-        verdict=HOLDS if converges else FAILS,
+        verdict=CheckVerdict.HOLDS if converges else CheckVerdict.FAILS,
         order_estimate=estimate,
         inputs={
             "norm": problem.norm,
@@ -647,11 +609,11 @@ def _trajectory_samples(
     problem: Problem, method: SteppingMethod, steps_per_unit: int, per_unit: int, bk: Backend
 ) -> tuple[LayerFlow, list[tuple[int, Fraction, Array]]]:
     """States (n, t, u) of `method` at `per_unit` equally spaced times per layer and at T."""
-    flow = LayerFlow(problem, bk)
+    flow = LayerFlow.from_problem(problem, bk)
     maps = _LayerMaps(problem, method, steps_per_unit, bk)
     samples = []
     with bk.active(), np.errstate(over="ignore", invalid="ignore"):
-        u = maps.initial()
+        u = problem.initial_state(bk)
         for n, (length, _) in enumerate(maps.layers):
             if method.enters_constraint_set:
                 u = flow.project(n, bk.asarray(n), u)
@@ -997,7 +959,11 @@ def stability_map(
     if not applicable:
         verdict = NOT_APPLICABLE
     else:
-        verdict = HOLDS if all(p.verdict == AGREES for p in applicable) else FAILS
+        verdict = (
+            CheckVerdict.HOLDS
+            if all(p.verdict == AGREES for p in applicable)
+            else CheckVerdict.FAILS
+        )
     return StabilityMap(
         points=points,
         factor=factor,

@@ -134,13 +134,16 @@ from typing import Any
 
 import numpy as np
 
-from properties.claim_check import FAILS, HOLDS, ClaimCheck
+from properties.claim_check import CheckVerdict, ClaimCheck
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve
 from solvers.backends import Backend
+from solvers.driver import layer_lengths
 from solvers.errors import InvalidInputError
-from solvers.problem import METHODS, layer_lengths
+from solvers.methods import METHODS
+from solvers.operators import LAYER_NORMS
 from solvers.provenance import json_float, versions
-from solvers.schemes import LAYER_NORMS, SteppingMethod
+from solvers.records import to_json
+from solvers.schemes import SteppingMethod
 from solvers.validation import choice, finite_array, positive_int, positive_number
 
 PERTURBED_ARRAYS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
@@ -613,7 +616,7 @@ class LipschitzEstimate:
             "bound": json_float(self.bound),
             "ratio": json_float(self.ratio),
             "quotient_change": json_float(self.quotient_change),
-            "checks": [check.to_json() for check in self.checks],
+            "checks": [to_json(check) for check in self.checks],
             "verdict": self.verdict,
         }
 
@@ -781,7 +784,9 @@ def _estimate(
         ratio=ratio,
         quotient_change=change,
         checks=checks,
-        verdict=HOLDS if all(c.verdict == HOLDS for c in checks) else FAILS,
+        verdict=CheckVerdict.HOLDS
+        if all(c.verdict == CheckVerdict.HOLDS for c in checks)
+        else CheckVerdict.FAILS,
     )
 
 
@@ -887,13 +892,16 @@ def continuous_dependence(
         "controls", relative, control_sizes, control_quotients, control_bound.controls,
         allowance, configuration,
     )  # fmt: skip
-    holds = initial_estimate.verdict == HOLDS and control_estimate.verdict == HOLDS
+    holds = (
+        initial_estimate.verdict == CheckVerdict.HOLDS
+        and control_estimate.verdict == CheckVerdict.HOLDS
+    )
     return ContinuousDependence(
         initial=initial_estimate,
         controls=control_estimate,
         initial_bound=initial_bound,
         control_bound=control_bound,
-        verdict=HOLDS if holds else FAILS,
+        verdict=CheckVerdict.HOLDS if holds else CheckVerdict.FAILS,
         inputs={
             **configuration,
             "heads": layers[0].heads,
@@ -1040,6 +1048,8 @@ def continuous_dependence_sweep(
         control_ratios=control,
         initial_summary=_summary(initial),
         control_summary=_summary(control),
-        verdict=HOLDS if all(r.verdict == HOLDS for r in results) else FAILS,
+        verdict=CheckVerdict.HOLDS
+        if all(r.verdict == CheckVerdict.HOLDS for r in results)
+        else CheckVerdict.FAILS,
         wall_time=time.perf_counter() - started,
     )

@@ -29,7 +29,7 @@ from reports.store import ResultStore
 from reports.study import Study, default_study, load_study
 from solvers.backends import BACKEND_NAMES
 from solvers.errors import TideError
-from solvers.problem import METHODS
+from solvers.methods import METHODS
 
 
 def _studies(paths: list[str]) -> list[Study]:

@@ -12,7 +12,7 @@ from functools import partial
 
 import numpy as np
 
-from properties.claim_check import FAILS, HOLDS, ClaimCheck
+from properties.claim_check import CheckVerdict, ClaimCheck
 from properties.paper_substeps import check_six_substeps
 from properties.projection_theorem import check_layer_norm_idempotence, check_projection_theorem
 from properties.transformer_identity import check_lie_is_transformer
@@ -76,7 +76,7 @@ def _transformer_cases() -> list[Case]:
                 precision=bk,
             )
             label = f"Lie dt=1 vs {reference}: d={d} heads={heads} norm={norm} {bk!r}"
-            cases.append(Case(label, _single(check), HOLDS))
+            cases.append(Case(label, _single(check), CheckVerdict.HOLDS))
     return cases
 
 
@@ -92,7 +92,7 @@ def _six_substep_cases() -> list[Case]:
             Case(
                 f"six sub-steps vs post-LN: eps={eps} affine={affine} {bk!r}",
                 _single(partial(check_six_substeps, layer, u, bk)),
-                HOLDS if eps == 0 else FAILS,
+                CheckVerdict.HOLDS if eps == 0 else CheckVerdict.FAILS,
             )
         )
     return cases
@@ -116,7 +116,7 @@ def _projection_cases() -> list[Case]:
                         samples=8,
                         precision=bk,
                     ),
-                    HOLDS,
+                    CheckVerdict.HOLDS,
                 )
             )
     rng = np.random.default_rng(13)
@@ -124,11 +124,11 @@ def _projection_cases() -> list[Case]:
     w = rng.standard_normal((16, d))
     affine = (1.0 + 0.3 * rng.standard_normal(d), 0.3 * rng.standard_normal(d))
     for gain, bias, eps, expectation in (
-        (1.0, 0.0, 0.0, HOLDS),
-        (1.0, 0.0, 1e-5, FAILS),
-        (1.0, 0.0, 1e-2, FAILS),
-        (*affine, 0.0, FAILS),
-        (*affine, 1e-5, FAILS),
+        (1.0, 0.0, 0.0, CheckVerdict.HOLDS),
+        (1.0, 0.0, 1e-5, CheckVerdict.FAILS),
+        (1.0, 0.0, 1e-2, CheckVerdict.FAILS),
+        (*affine, 0.0, CheckVerdict.FAILS),
+        (*affine, 1e-5, CheckVerdict.FAILS),
     ):
         cases.append(
             Case(

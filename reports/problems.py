@@ -22,8 +22,8 @@ import numpy as np
 
 from reports.schema import Field, boolean, integer, number, one_of, reject, table
 from solvers import LayerWeights, PiecewiseControls, Problem
-from solvers.exact import ManufacturedSolution
-from solvers.schemes import LAYER_NORMS
+from solvers.manufactured import ManufacturedSolution
+from solvers.operators import LAYER_NORMS
 
 PROBLEM_FIELDS = {
     "d": Field(integer(1, 512), 6, "features"),

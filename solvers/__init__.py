@@ -5,8 +5,9 @@ Public API: backend, LayerWeights, PiecewiseControls, Problem, solve, from_torch
 
 from solvers.backends import backend
 from solvers.controls import PiecewiseControls
+from solvers.driver import solve, solve_layers
 from solvers.errors import InvalidInputError, TideError, UndefinedOperationError
-from solvers.problem import Problem, solve, solve_layers
+from solvers.problem import Problem
 from solvers.torch_io import from_torch
 from solvers.weights import LayerWeights
 

@@ -1,4 +1,4 @@
-"""The right-hand side of MODEL.md section 3 for one problem in one backend.
+"""The right-hand side of the layer flow (docs/model.md section 3) in one backend.
 
 Two terms, each with the layer norm placed according to the problem's `norm`:
 
@@ -16,41 +16,71 @@ flow exactly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from solvers.backends import Array, Backend
+from solvers.controls import Controls
+from solvers.manufactured import ManufacturedSolution
 from solvers.operators import (
+    LAYER_NORMS,
+    TokenMap,
     attention,
     feed_forward,
     hidden_preactivations,
     layer_norm,
     tangent_projection,
 )
+from solvers.problem import Problem
+from solvers.validation import choice
 from solvers.weights import BackendLayer
-
-if TYPE_CHECKING:  # problem.py imports this module
-    from solvers.problem import Problem
 
 
 class LayerFlow:
-    """Terms, tangent projection and projection of a problem's flow, in backend `bk`."""
+    """Terms, tangent projection and projection of a layer flow, in backend `bk`.
 
-    def __init__(self, problem: Problem, bk: Backend) -> None:
-        self.problem = problem
+    Built from its parts: the controls (layer n's weights on [n, n + 1]), the norm
+    placement, the attention's score bias B and token maps (already in bk), the feature
+    weights w^y of the norms' statistics (float64 or None: 1/d each) and a manufactured
+    solution whose forcing joins the attention term. `from_problem` takes them from a
+    Problem.
+    """
+
+    def __init__(
+        self,
+        bk: Backend,
+        controls: Controls,
+        norm: str,
+        *,
+        score_bias: Array | None = None,
+        token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+        feature_weights: object = None,
+        manufactured: ManufacturedSolution | None = None,
+    ) -> None:
         self.bk = bk
-        self.norm = problem.norm
-        self.score_bias = problem.score_bias(bk)
-        self.token_maps = problem.token_operators(bk)
-        self.manufactured = problem.manufactured
-        weights = problem.feature_weights
-        if weights is not None:  # normalised to sum exactly 1 at working precision
-            weights = bk.asarray(weights, "feature_weights")
-            weights = weights / bk.sum(weights, -1)
-        self.feature_weights = weights
+        self.controls = controls
+        self.norm = choice("norm", norm, LAYER_NORMS)
+        self.score_bias = score_bias
+        self.token_maps = token_maps
+        self.manufactured = manufactured
+        if feature_weights is not None:  # normalised to sum exactly 1 at working precision
+            feature_weights = bk.asarray(feature_weights, "feature_weights")
+            feature_weights = feature_weights / bk.sum(feature_weights, -1)
+        self.feature_weights = feature_weights
+
+    @classmethod
+    def from_problem(cls, problem: Problem, bk: Backend) -> LayerFlow:
+        """The flow of `problem` in bk (active)."""
+        return cls(
+            bk,
+            problem.controls,
+            problem.norm,
+            score_bias=problem.score_bias(bk),
+            token_maps=problem.token_operators(bk),
+            feature_weights=problem.feature_weights,
+            manufactured=problem.manufactured,
+        )
 
     def layer(self, n: int, t: Array) -> BackendLayer:
         """The weights at time t in [n, n + 1]."""
-        return self.problem.controls.layer_on(self.bk, n, t)
+        return self.controls.layer_on(self.bk, n, t)
 
     def _normalised(self, u: Array, layer: BackendLayer, which: int) -> Array:
         if self.norm != "pre":
@@ -100,7 +130,7 @@ class LayerFlow:
         if self.norm != "post":
             return g
         field = tangent_projection(self.bk, u, g, self.feature_weights)
-        rates = self.problem.controls.norm_rates(self.bk, n, t) if moving else None
+        rates = self.controls.norm_rates(self.bk, n, t) if moving else None
         if rates is not None:
             gain, bias = self.layer(n, t).norm1
             gain_rate, bias_rate = rates

@@ -40,6 +40,22 @@ RK4 = Tableau(
 )
 
 
+def stage_growth(tableau: Tableau, x: float) -> float:
+    """max_i sum_l |b_l| alpha_l: how much an error in stage i's field value can grow by the
+    end of an explicit Runge-Kutta step, first order, for a field with Lipschitz constant
+    Lam and x = h Lam: alpha_i = 1, alpha_l = x sum_{i <= j < l} |a_lj| alpha_j (l > i)."""
+    a = [[abs(float(c)) for c in row] for row in tableau.a]
+    b = [abs(float(c)) for c in tableau.b]
+    worst = 0.0
+    for i in range(len(b)):
+        alpha = [0.0] * len(b)
+        alpha[i] = 1.0
+        for stage in range(i + 1, len(b)):
+            alpha[stage] = x * sum(c * alpha[j] for j, c in enumerate(a[stage]) if j >= i)
+        worst = max(worst, sum(c * w for c, w in zip(b, alpha, strict=True)))
+    return worst
+
+
 def scaled(bk: Backend, h: Array, fraction: Fraction) -> Array:
     """fraction * h, without a multiplication when the fraction is 1."""
     return h if fraction == 1 else h * bk.asarray(fraction)

@@ -20,6 +20,10 @@ def _split_heads(x: Array, heads: int) -> Array:
     return np.swapaxes(x.reshape(*x.shape[:-1], heads, -1), -2, -3)
 
 
+LAYER_NORMS = ("post", "pre", "none")
+"""Where a layer's norms sit (docs/model.md section 2): after each residual update, before
+each sub-layer, or nowhere."""
+
 TokenMap = Callable[[Array], Array]
 """A linear map in the token variable: takes (..., N, w) to (..., N', w), acting on axis -2."""
 

@@ -1,35 +1,19 @@
-"""Problem (initial data, controls, horizon, norm placement) and solve()."""
+"""Problem: initial data, controls, horizon, norm placement and the attention's extras."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import partial
 
 import numpy as np
 
 from solvers.backends import Array, Backend
-from solvers.backends import backend as resolve_backend
 from solvers.controls import Controls, PiecewiseControls, SmoothControls
-from solvers.errors import InvalidInputError, NumericalBreakdownError
-from solvers.exact import ManufacturedSolution
-from solvers.flow import LayerFlow
-from solvers.operators import TokenMap
-from solvers.reference import Reference
-from solvers.schemes import LAYER_NORMS, LIE, SPLITTINGS, UNSPLIT, SteppingMethod
+from solvers.errors import InvalidInputError
+from solvers.manufactured import ManufacturedSolution
+from solvers.operators import LAYER_NORMS, TokenMap
 from solvers.validation import choice, finite_array, positive_int
-from solvers.weights import _frozen
-
-METHODS: dict[str, SteppingMethod] = {
-    method.name: method
-    for method in (
-        *SPLITTINGS,
-        *UNSPLIT,
-        Reference(),
-        Reference(name="reference-no-events", events=False),
-    )
-}
+from solvers.weights import frozen
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +59,7 @@ class Problem:
             raise InvalidInputError(
                 f"u0 must have shape (N, d) or (B, N, d) with d={d} and N, B >= 1, got {u0.shape}"
             )
-        object.__setattr__(self, "u0", _frozen(u0))
+        object.__setattr__(self, "u0", frozen(u0))
         t_final = float(finite_array("t_final", self.t_final, ()))
         if not 0 < t_final <= self.controls.horizon:
             raise InvalidInputError(
@@ -96,7 +80,7 @@ class Problem:
                     f"token_weights must be > 0, got {weights[weights <= 0][0]} at token "
                     f"{int(np.argmax(weights <= 0))}"
                 )
-            object.__setattr__(self, "token_weights", _frozen(weights))
+            object.__setattr__(self, "token_weights", frozen(weights))
         if self.feature_weights is not None:
             weights = finite_array("feature_weights", self.feature_weights, (d,))
             if (weights <= 0).any() or abs(weights.sum() - 1) > 1e-12:
@@ -104,7 +88,7 @@ class Problem:
                     f"feature_weights must be positive and sum to 1, got sum {weights.sum()!r} "
                     f"and minimum {weights.min()!r}"
                 )
-            object.__setattr__(self, "feature_weights", _frozen(weights))
+            object.__setattr__(self, "feature_weights", frozen(weights))
         if self.manufactured is not None:
             self._check_manufactured(self.manufactured)
 
@@ -125,7 +109,7 @@ class Problem:
         key = finite_array("token_maps C_k", key, (None, n))
         value = finite_array("token_maps C_v", value, (key.shape[0], n))
         positive_int("the key grid size (rows of C_k)", key.shape[0])
-        return _frozen(query), _frozen(key), _frozen(value)
+        return frozen(query), frozen(key), frozen(value)
 
     def _check_manufactured(self, star: ManufacturedSolution) -> None:
         if not isinstance(star, ManufacturedSolution):
@@ -174,99 +158,9 @@ class Problem:
         matrices = [bk.constant(c, name="token_maps") for c in self.token_maps]
         return tuple(partial(bk.matmul, c) for c in matrices)
 
-
-def solve(
-    problem: Problem,
-    method: str | SteppingMethod = "lie",
-    steps_per_unit: int = 1,
-    backend: str | Backend = "float64",
-) -> np.ndarray:
-    """u(t_final) computed by `method` with `steps_per_unit` equal steps per unit of time.
-
-    The steps land exactly on every layer boundary n (a final partial layer of length
-    l < 1 gets ceil(l * steps_per_unit) equal steps). method "lie" with steps_per_unit=1
-    is the standard Transformer; `METHODS` lists the others (Strang splittings with
-    Euler, RK2, RK4 or exact sub-flows on tangent or ambient sub-fields, projected and
-    ambient RK4, the extrapolation reference with and without ReLU event location).
-    Returns a float array of the backend's precision (or an object array for the
-    arbitrary-precision backends). Raises NumericalBreakdownError when the computation
-    overflows or produces NaN in its number format.
-    """
-    return solve_layers(problem, method, steps_per_unit, backend)[-1]
-
-
-def layer_lengths(t_final: float) -> list[Fraction]:
-    """The length of each layer's interval [n, min(n + 1, t_final)], exactly."""
-    end = Fraction(t_final)
-    return [min(end, n + 1) - n for n in range(math.ceil(end))]
-
-
-def checked_method(
-    problem: Problem, method: str | SteppingMethod
-) -> tuple[Problem, SteppingMethod]:
-    """The problem and the method (resolved from its name) if the method can solve it.
-
-    A post-LN flow lives on one constraint set per layer, so every method but the Lie
-    scheme (the Transformer itself, which alternates between two) needs norm1 == norm2.
-    """
-    if not isinstance(problem, Problem):
-        raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
-    if not isinstance(method, SteppingMethod):
-        method = METHODS[choice("method", method, tuple(METHODS))]
-    if problem.norm == "post" and method is not LIE:
-        for n, layer in enumerate(problem.controls.all_layers()):
-            same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
-            if not same:
-                raise InvalidInputError(
-                    f"layer {n}: the post-LN flow of method {method.name!r} lives on one "
-                    "constraint set per layer, so norm1 and norm2 must be equal (only the "
-                    "Lie scheme, the Transformer itself, alternates between two)"
-                )
-    return problem, method
-
-
-def solve_layers(
-    problem: Problem,
-    method: str | SteppingMethod = "lie",
-    steps_per_unit: int = 1,
-    backend: str | Backend = "float64",
-) -> np.ndarray:
-    """Like `solve`, but the states at t = 0, 1, ..., and t_final stacked on a leading axis.
-
-    Entry n is u(min(n, t_final)): the output of the first n layers.
-    """
-    problem, method = checked_method(problem, method)
-    steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
-    bk = resolve_backend(backend)
-
-    def computation(working: Backend) -> Array:
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
-            return integrate(LayerFlow(problem, working), method, steps_per_unit)
-
-    return bk.to_output(bk.certify(computation))
-
-
-def integrate(flow: LayerFlow, method: SteppingMethod, steps_per_unit: int) -> Array:
-    """The states at the layer boundaries of flow.problem, in flow.bk (already active).
-
-    The driver behind `solve_layers`, exposed for instrumented flows (a LayerFlow
-    subclass that records what the method evaluates); no validation, no certification.
-    """
-    problem, bk = flow.problem, flow.bk
-    if problem.manufactured is not None:
-        u = problem.manufactured.state(bk, bk.asarray(0))
-    else:
-        u = bk.asarray(problem.u0, name="u0")
-    states = [u]
-    for n, length in enumerate(layer_lengths(problem.t_final)):
-        steps = math.ceil(length * steps_per_unit)
-        if method.enters_constraint_set:
-            u = flow.project(n, bk.asarray(n), u)
-        u = method.advance(flow, n, bk.asarray(n), bk.asarray(length), steps, u)
-        if not bk.all_finite(u):
-            raise NumericalBreakdownError(
-                f"{bk!r} produced inf or NaN in layer {n} (t in [{n}, {n + length}]): "
-                "the values exceed what the format can hold"
-            )
-        states.append(u)
-    return np.stack(states)
+    def initial_state(self, bk: Backend) -> Array:
+        """u(0) in bk (active): the manufactured solution at t = 0 when there is one (at
+        working precision), else u0."""
+        if self.manufactured is not None:
+            return self.manufactured.state(bk, bk.asarray(0))
+        return bk.asarray(self.u0, name="u0")

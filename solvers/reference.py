@@ -23,7 +23,7 @@ import numpy as np
 from solvers.backends import Array
 from solvers.flow import LayerFlow
 from solvers.integrators import extrapolation_step
-from solvers.schemes import SteppingMethod
+from solvers.schemes import Step, StepHook, SteppingMethod
 
 MAX_ROOT_ITERATIONS = 200
 
@@ -40,40 +40,53 @@ class Reference(SteppingMethod):
     def order(self) -> int:
         return 2 * self.levels
 
-    def _step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern) -> Array:
+    def step(
+        self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
+    ) -> Array:
         def field(s: Array, v: Array) -> Array:
             return flow.tangent(n, s, v, flow.total(n, s, v, pattern))
 
         return flow.project(n, t + h, extrapolation_step(flow.bk, field, t, u, h, self.levels))
 
-    def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
-        return self._step(flow, n, t, u, h, None)
-
     def advance(
-        self, flow: LayerFlow, n: int, start: Array, length: Array, steps: int, u: Array
+        self,
+        flow: LayerFlow,
+        n: int,
+        start: Array,
+        length: Array,
+        steps: int,
+        u: Array,
+        on_step: StepHook | None = None,
     ) -> Array:
-        kinks = any(w.activation == "relu" for w in flow.problem.controls.acting_on(n))
+        """Equal steps over [start, start + length]; with `events`, each step that a
+        pre-activation crosses zero in is cut at the crossing (docs/schemes.md section 4).
+        `on_step` sees the committed steps only, never the trial steps of the search."""
+        kinks = any(w.activation == "relu" for w in flow.controls.acting_on(n))
         if not self.events or not kinks:  # GELU layers are smooth: nothing to locate
-            return super().advance(flow, n, start, length, steps, u)
+            return super().advance(flow, n, start, length, steps, u, on_step)
         bk = flow.bk
         h = length / steps
         end = start + length
         t = start
         positive = bk.to_float64(flow.preactivations(n, t, u)) > 0
         # a hidden unit whose row of W2 is zero (at every time) changes nothing when it switches
-        silent = ~np.any([w.w2.any(axis=1) for w in flow.problem.controls.acting_on(n)], axis=0)
+        silent = ~np.any([w.w2.any(axis=1) for w in flow.controls.acting_on(n)], axis=0)
         while bk.to_float64(end - t) > 0:
             size = h if bk.to_float64(end - t - h) > 0 else end - t
             pattern = bk.asarray(positive.astype(np.float64))
-            stepped = self._step(flow, n, t, u, size, pattern)
+            stepped = self.step(flow, n, t, u, size, pattern)
             crossed = (bk.to_float64(flow.preactivations(n, t + size, stepped)) > 0) != positive
-            if not (crossed & ~silent).any():
-                t, u = t + size, stepped
-                continue
-            size, stepped, flipped = self._locate(flow, n, t, u, size, pattern, positive, silent)
+            flipped = None
+            if (crossed & ~silent).any():
+                size, stepped, flipped = self._locate(
+                    flow, n, t, u, size, pattern, positive, silent
+                )
+            if on_step is not None:
+                on_step(Step(n, t, size, u, stepped, pattern))
             t, u = t + size, stepped
-            positive = positive.copy()
-            positive[flipped] = ~positive[flipped]
+            if flipped is not None:
+                positive = positive.copy()
+                positive[flipped] = ~positive[flipped]
         return u
 
     def _locate(self, flow, n, t, u, size, pattern, positive, silent):
@@ -82,7 +95,7 @@ class Reference(SteppingMethod):
         bk = flow.bk
         z0 = flow.preactivations(n, t, u)
         while True:
-            z1 = flow.preactivations(n, t + size, self._step(flow, n, t, u, size, pattern))
+            z1 = flow.preactivations(n, t + size, self.step(flow, n, t, u, size, pattern))
             a, b = bk.to_float64(z0), bk.to_float64(z1)
             crossed = ((b > 0) != positive) & ~silent
             # linear estimate of each crossing time, to pick the earliest candidate
@@ -106,7 +119,7 @@ class Reference(SteppingMethod):
         tolerance = bk.to_float64(size) * bk.unit_roundoff * 16
         for _ in range(MAX_ROOT_ITERATIONS):
             tau = hi - z_hi * (hi - lo) / (z_hi - z_lo)
-            stepped = self._step(flow, n, t, u, tau, pattern)
+            stepped = self.step(flow, n, t, u, tau, pattern)
             z = flow.preactivations(n, t + tau, stepped)[index]
             if previous is not None and abs(bk.to_float64(tau - previous)) <= tolerance:
                 break

@@ -21,22 +21,43 @@ post-LN layer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from solvers.backends import Array, Backend
+from solvers.controls import PiecewiseControls
 from solvers.errors import InvalidInputError
 from solvers.flow import LayerFlow
 from solvers.integrators import EULER, RK2, RK4, Tableau, extrapolation_step, rk_step, scaled
 from solvers.operators import attention, layer_norm
-from solvers.validation import choice
-from solvers.weights import BackendLayer
+from solvers.weights import BackendLayer, LayerWeights
 
-LAYER_NORMS = ("post", "pre", "none")
 SUB_FIELDS = ("ambient", "tangent")
 ACCURATE_SUB_FLOW_LEVELS = 6  # one extrapolated step of order 12 per sub-step
+
+
+@dataclass(frozen=True)
+class Step:
+    """One committed step of a method in layer n: from `before` at t to `after` at t + h.
+
+    `pattern` is the hidden activation pattern the step held fixed (the reference with
+    event location), None when the step used the activation itself. Replaying the step
+    is method.step(flow, layer, t, v, h, pattern) for any v.
+    """
+
+    layer: int
+    t: Array
+    h: Array
+    before: Array
+    after: Array
+    pattern: Array | None = None
+
+
+StepHook = Callable[[Step], None]
+"""Called by a method after every step it commits (instrumented studies)."""
 
 
 class SteppingMethod:
@@ -49,16 +70,36 @@ class SteppingMethod:
     (the continuous problem starts from u(0) = P(f)); the Lie scheme does not, so that at
     dt = 1 it is the Transformer, whose input is not normalised."""
 
-    def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
+    def step(
+        self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
+    ) -> Array:
+        """u(t + h) from u(t) with layer n's controls; `pattern` (0/1 per hidden unit)
+        replaces the activation's kink by a fixed linear piece (docs/schemes.md section 4)."""
         raise NotImplementedError
 
+    def enter(self, flow: LayerFlow, n: int, u: Array) -> Array:
+        """The state at the start of layer n: projected onto its constraint set if the
+        method enters it (post-LN), else u."""
+        return flow.project(n, flow.bk.asarray(n), u) if self.enters_constraint_set else u
+
     def advance(
-        self, flow: LayerFlow, n: int, start: Array, length: Array, steps: int, u: Array
+        self,
+        flow: LayerFlow,
+        n: int,
+        start: Array,
+        length: Array,
+        steps: int,
+        u: Array,
+        on_step: StepHook | None = None,
     ) -> Array:
         """`steps` equal steps over [start, start + length], all with layer n's controls."""
         h = length / steps
         for i in range(steps):
-            u = self.step(flow, n, start + h * i, u, h)
+            t = start + h * i
+            after = self.step(flow, n, t, u, h)
+            if on_step is not None:
+                on_step(Step(n, t, h, u, after))
+            u = after
         return u
 
 
@@ -73,16 +114,21 @@ class Splitting(SteppingMethod):
     sub_field: str = "ambient"
     enters_constraint_set: bool = True
 
-    def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
+    def step(
+        self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
+    ) -> Array:
         bk = flow.bk
         clock = t
         for term, fraction, advances in self.sequence:
             size = scaled(bk, h, fraction)
             frozen = clock
-            evaluate = flow.attention_term if term == "attention" else flow.ffn_term
 
-            def field(s: Array, v: Array, evaluate=evaluate, frozen=frozen, advances=advances):
-                g = evaluate(n, s if advances else frozen, v)
+            def field(s: Array, v: Array, term=term, frozen=frozen, advances=advances):
+                clock_time = s if advances else frozen
+                if term == "attention":
+                    g = flow.attention_term(n, clock_time, v)
+                else:
+                    g = flow.ffn_term(n, clock_time, v, pattern)
                 if self.sub_field == "ambient":
                     return g
                 return flow.tangent(n, s, v, g, moving=advances)
@@ -106,9 +152,11 @@ class Unsplit(SteppingMethod):
     tableau: Tableau
     field: str = "tangent"
 
-    def step(self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array) -> Array:
+    def step(
+        self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
+    ) -> Array:
         def field(s: Array, v: Array) -> Array:
-            g = flow.total(n, s, v)
+            g = flow.total(n, s, v, pattern)
             return flow.tangent(n, s, v, g) if self.field == "tangent" else g
 
         return flow.project(n, t + h, rk_step(flow.bk, field, t, u, h, self.tableau))
@@ -155,26 +203,14 @@ UNSPLIT = (
 def lie_step(
     bk: Backend,
     u: Array,
-    layer: BackendLayer,
+    layer: LayerWeights,
     dt: Array,
     norm: str,
     score_bias: Array | None = None,
 ) -> Array:
     """One Lie step of size dt of a single layer's flow: the Transformer layer at dt = 1."""
-    choice("norm", norm, LAYER_NORMS)
-    return LIE.step(_SingleLayerFlow(bk, layer, norm, score_bias), 0, bk.asarray(0), u, dt)
-
-
-class _SingleLayerFlow(LayerFlow):
-    """The flow of one layer with no forcing, for stepping a layer outside a Problem."""
-
-    def __init__(self, bk: Backend, layer: BackendLayer, norm: str, score_bias: Array | None):
-        self.problem, self.bk, self.norm, self.score_bias = None, bk, norm, score_bias
-        self.manufactured = self.feature_weights = self.token_maps = None
-        self._layer = layer
-
-    def layer(self, n: int, t: Array) -> BackendLayer:
-        return self._layer
+    flow = LayerFlow(bk, PiecewiseControls([layer]), norm, score_bias=score_bias)
+    return LIE.step(flow, 0, bk.asarray(0), u, dt)
 
 
 def paper_six_substeps(

@@ -59,7 +59,7 @@ class BackendLayer:
     activation: str = "relu"
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
+def frozen(array: np.ndarray) -> np.ndarray:
     """A read-only copy: the weights cannot change under the per-backend cache."""
     array = np.array(array, dtype=np.float64)
     array.flags.writeable = False
@@ -130,10 +130,10 @@ class LayerWeights:
             "b2": (d,),
         }
         for name, shape in shapes.items():
-            object.__setattr__(self, name, _frozen(finite_array(name, getattr(self, name), shape)))
+            object.__setattr__(self, name, frozen(finite_array(name, getattr(self, name), shape)))
         for name in ("norm1", "norm2"):
             pair = _norm_pair(name, getattr(self, name), d)
-            object.__setattr__(self, name, (_frozen(pair[0]), _frozen(pair[1])))
+            object.__setattr__(self, name, (frozen(pair[0]), frozen(pair[1])))
         eps = float(finite_array("eps", self.eps, ()))
         if eps < 0:
             raise InvalidInputError(f"eps must be >= 0, got {eps!r}")

@@ -13,6 +13,7 @@ from reports.exactness import exactness_cases
 from reports.experiments.base import Evidence, Experiment, Record, Section
 from reports.tables import latex_table, markdown_table, number
 from solvers.errors import InvalidInputError
+from solvers.records import to_json
 
 GROUPS = (
     ("Lie dt=1", "transformer"),
@@ -34,7 +35,7 @@ def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
     return {
         "label": chosen.label,
         "predicted": chosen.expectation,
-        "checks": [check.to_json() for check in chosen.run()],
+        "checks": [to_json(check) for check in chosen.run()],
     }
 
 

@@ -25,6 +25,7 @@ from reports.problems import build_problem, problem_spec
 from reports.schema import Field, array_of, integer, precision
 from reports.tables import latex_table, markdown_table, number
 from solvers import LayerWeights, backend
+from solvers.records import to_json
 
 FIELDS = {
     "d": Field(integer(2, 256), 16),
@@ -57,7 +58,7 @@ def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
     ]
     spec = problem_spec({"d": d, "tokens": tokens, "heads": 1, "d_ff": 2 * d, "layers": 2}, "")
     checks.append(check_flow_stays_on_s1(build_problem(spec, seed), "lie", 4, precision=bk))
-    return {"precision": repr(bk), "checks": [c.to_json() for c in checks]}
+    return {"precision": repr(bk), "checks": [to_json(c) for c in checks]}
 
 
 def render(title: str, records: list[Record]) -> Section:

@@ -18,7 +18,7 @@ from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, precision
 from reports.tables import latex_table, markdown_table, number
 from solvers import backend
-from solvers.problem import METHODS
+from solvers.methods import METHODS
 
 
 def _backend(spec: dict[str, Any]):

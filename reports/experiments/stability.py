@@ -22,7 +22,7 @@ from reports.schema import Field, array_of, integer, number, one_of
 from reports.tables import markdown_table
 from reports.tables import number as cell
 from solvers import PiecewiseControls, Problem
-from solvers.problem import METHODS
+from solvers.methods import METHODS
 from solvers.reference import Reference
 
 ANALYTIC_REFERENCE = Reference(name="reference-order-12", levels=6, events=False)

@@ -54,6 +54,7 @@ from reports.tables import ORDER_HEADERS, markdown_table, order_cells
 from reports.tables import number as cell
 from solvers import LayerWeights, PiecewiseControls, Problem
 from solvers.cvt import ConvProjection, gaussian_kernel, tent_kernel
+from solvers.records import to_json
 from solvers.torch_io import torch_available
 from solvers.vit import vit_initial_condition
 
@@ -141,7 +142,7 @@ def _vit_run(case: dict[str, Any], seed: int) -> dict[str, Any]:
         layers = _gelu_layers(rng, case["d"], case["heads"], case["layers"], 1.0)
         references = ["textbook", *(["torch"] if torch_available() else [])]
         checks = [
-            check_lie_is_transformer(layers, u0, reference=r, norm="pre").to_json()
+            to_json(check_lie_is_transformer(layers, u0, reference=r, norm="pre"))
             for r in references
         ]
         return {"case": "twin", "checks": checks, "tokens": u0.shape[1]}

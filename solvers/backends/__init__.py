@@ -2,36 +2,68 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from solvers.backends.base import Array, Backend, exact_decimals
 from solvers.errors import InvalidInputError
 
-FIXED_PRECISION = ("float16", "bfloat16", "float32", "float64", "longdouble")
-ARBITRARY_PRECISION = ("mpmath", "arb")
-BACKEND_NAMES = FIXED_PRECISION + ARBITRARY_PRECISION
+
+@dataclass(frozen=True)
+class BackendFactory:
+    """How to make the backend called `name`: `digits` is the allowed range of decimal
+    digits (inclusive) for an arbitrary-precision system, None for a fixed format."""
+
+    name: str
+    make: Callable[[int | None], Backend]
+    digits: tuple[int, int] | None = None
+
+
+def _float(name: str) -> Callable[[int | None], Backend]:
+    def make(digits: int | None) -> Backend:
+        from solvers.backends.floats import MixedPrecisionBackend, NativeFloatBackend
+
+        if name == "float16":
+            return MixedPrecisionBackend(name, np.float16)
+        if name == "bfloat16":
+            import ml_dtypes
+
+            return MixedPrecisionBackend(name, ml_dtypes.bfloat16)
+        return NativeFloatBackend(name, getattr(np, name))
+
+    return make
+
+
+def _mpmath(digits: int | None) -> Backend:
+    from solvers.backends.mpmath_numbers import MpmathBackend
+
+    return MpmathBackend(digits)
+
+
+def _arb(digits: int | None) -> Backend:
+    from solvers.backends.arb_balls import ArbBackend
+
+    return ArbBackend(digits)
+
+
 DIGITS_RANGE = (5, 10000)
+REGISTRY: dict[str, BackendFactory] = {
+    factory.name: factory
+    for factory in (
+        *(
+            BackendFactory(name, _float(name))
+            for name in ("float16", "bfloat16", "float32", "float64", "longdouble")
+        ),
+        BackendFactory("mpmath", _mpmath, DIGITS_RANGE),
+        BackendFactory("arb", _arb, DIGITS_RANGE),
+    )
+}
+"""Every number system by name: the one source of backend names and digit ranges."""
+BACKEND_NAMES = tuple(REGISTRY)
 
 _cache: dict[tuple[str, int | None], Backend] = {}
-
-
-def _make(name: str, digits: int | None) -> Backend:
-    if name == "mpmath":
-        from solvers.backends.mpmath_numbers import MpmathBackend
-
-        return MpmathBackend(digits)
-    if name == "arb":
-        from solvers.backends.arb_balls import ArbBackend
-
-        return ArbBackend(digits)
-    from solvers.backends.floats import MixedPrecisionBackend, NativeFloatBackend
-
-    if name in ("float16", "bfloat16"):
-        import ml_dtypes
-
-        dtype = np.float16 if name == "float16" else ml_dtypes.bfloat16
-        return MixedPrecisionBackend(name, dtype)
-    return NativeFloatBackend(name, getattr(np, name))
 
 
 def backend(name: str | Backend, digits: int | None = None) -> Backend:
@@ -45,16 +77,17 @@ def backend(name: str | Backend, digits: int | None = None) -> Backend:
         if digits is not None and digits != name.digits:
             raise InvalidInputError(f"digits={digits!r} cannot be applied to the ready {name!r}")
         return name
-    if name not in BACKEND_NAMES:
+    if name not in REGISTRY:
         raise InvalidInputError(
             f"unknown backend {name!r}; allowed: {', '.join(repr(n) for n in BACKEND_NAMES)}"
         )
-    if name in FIXED_PRECISION and digits is not None:
+    factory = REGISTRY[name]
+    if factory.digits is None and digits is not None:
         raise InvalidInputError(
             f"backend {name!r} has a fixed precision; digits must be None, got {digits!r}"
         )
-    if name in ARBITRARY_PRECISION:
-        low, high = DIGITS_RANGE
+    if factory.digits is not None:
+        low, high = factory.digits
         if digits is None:
             raise InvalidInputError(f"backend {name!r} needs digits (a whole number {low}..{high})")
         if isinstance(digits, bool) or not isinstance(digits, int | np.integer):
@@ -64,7 +97,7 @@ def backend(name: str | Backend, digits: int | None = None) -> Backend:
         digits = int(digits)
     key = (name, digits)
     if key not in _cache:
-        _cache[key] = _make(name, digits)
+        _cache[key] = factory.make(digits)
     return _cache[key]
 
 
@@ -89,4 +122,4 @@ def convert(value: Array, source: str | Backend, target: str | Backend) -> Array
         return target.asarray(numbers)
 
 
-__all__ = ["BACKEND_NAMES", "Array", "Backend", "backend", "convert"]
+__all__ = ["BACKEND_NAMES", "REGISTRY", "Array", "Backend", "BackendFactory", "backend", "convert"]

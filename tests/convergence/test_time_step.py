@@ -11,7 +11,7 @@ import pytest
 from convergence.order import PASS
 from convergence.time_step import SPLITTING_METHODS, splitting_table, time_step_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem
-from solvers.exact import ManufacturedSolution
+from solvers.manufactured import ManufacturedSolution
 
 EXPECTED = {"lie": 1, "strang-rk2": 2, "projected-rk4": 4, "ambient-rk4": 1}
 

@@ -17,10 +17,10 @@ import pytest
 from convergence.order import estimate_order
 from convergence.uniqueness import DIFFERENT, SAME, SAME_LIMIT_VERDICTS, uniqueness_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
+from solvers.driver import solve
 from solvers.exact import uniform_attention_solution
 from solvers.integrators import EULER
 from solvers.operators import project_to_s1
-from solvers.problem import solve
 from solvers.schemes import Splitting
 from tests.exact_layers import uniform_attention_layer
 

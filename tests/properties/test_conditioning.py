@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import properties.conditioning as conditioning
-from properties.claim_check import FAILS, HOLDS
+from properties.claim_check import CheckVerdict
 from solvers import InvalidInputError, LayerWeights, TideError, backend
 from solvers.operators import layer_norm
 
@@ -29,7 +29,7 @@ def test_layer_norm_lipschitz_grows_like_one_over_std_in_mpmath(sigma1, sigma2, 
     result = conditioning.layer_norm_conditioning(
         sigma1=sigma1, sigma2=sigma2, offset=offset, d=d, seed=3
     )
-    assert result.verdict == HOLDS
+    assert result.verdict == CheckVerdict.HOLDS
     assert result.decades >= 6 and len(result.fitted) == len(result.stds) == 13
     assert -1.05 <= result.slope <= -0.95
     assert result.slope_interval[0] <= result.slope <= result.slope_interval[1]
@@ -56,7 +56,7 @@ def test_layer_norm_conditioning_in_float64(sigma1, sigma2, offset, d, seed):
     )
     assert result.decades >= 4 and result.fitted == result.stds
     assert -1.05 <= result.slope <= -0.95
-    assert result.verdict == HOLDS
+    assert result.verdict == CheckVerdict.HOLDS
     np.testing.assert_allclose(result.scaled, sigma2, rtol=1e-4)
 
 
@@ -68,7 +68,9 @@ def test_float32_resolves_fewer_decades_and_says_so():
     assert dropped and min(result.fitted) > max(dropped)
     rounding = dict(zip(result.stds, result.rounding, strict=True))
     assert all(rounding[s] > conditioning.ROUNDING_LIMIT for s in dropped)
-    assert result.decades < 4 and result.verdict == HOLDS  # on the points it can resolve
+    assert (
+        result.decades < 4 and result.verdict == CheckVerdict.HOLDS
+    )  # on the points it can resolve
     assert -1.05 <= result.slope <= -0.95
 
 
@@ -81,7 +83,7 @@ def test_a_layer_norm_with_eps_is_not_ill_conditioned(monkeypatch):
 
     monkeypatch.setattr(conditioning, "project_to_s1", with_eps)
     result = conditioning.layer_norm_conditioning(precision="float64")
-    assert result.verdict == FAILS
+    assert result.verdict == CheckVerdict.FAILS
     assert result.slope > -0.8
     assert result.lipschitz[-1] == pytest.approx(1 / math.sqrt(1e-12 + 1e-8), rel=1e-3)
 

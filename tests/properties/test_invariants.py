@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import properties.invariants as invariants
-from properties.claim_check import FAILS, HOLDS
+from properties.claim_check import CheckVerdict
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
 from solvers.errors import NumericalBreakdownError
 from solvers.operators import attention, layer_norm, project_to_s1
+from solvers.records import to_json
 
 FLOATS = ("float32", "float64")
 MPMATH = backend("mpmath", 30)
@@ -60,8 +61,8 @@ def layer_state_permutation(draw, batch=True):
 
 def assert_all_hold(checks):
     for check in checks:
-        assert check.verdict == HOLDS, check
-    json.dumps([c.to_json() for c in checks], allow_nan=False)
+        assert check.verdict == CheckVerdict.HOLDS, check
+    json.dumps([to_json(c) for c in checks], allow_nan=False)
 
 
 # ---------------------------------------------------------------- permutation equivariance
@@ -129,9 +130,12 @@ def test_positional_information_breaks_equivariance(precision, rng):
         verdicts = {c.claim.split()[0]: c.verdict for c in checks}
         # the feed-forward and the norm act row by row and stay equivariant
         assert verdicts == {
-            "attention": FAILS, "feed-forward": HOLDS, "layer": HOLDS, "a": FAILS,
-        }, checks  # fmt: skip
-        failing = [c for c in checks if c.verdict == FAILS]
+            "attention": CheckVerdict.FAILS,
+            "feed-forward": CheckVerdict.HOLDS,
+            "layer": CheckVerdict.HOLDS,
+            "a": CheckVerdict.FAILS,
+        }, checks
+        failing = [c for c in checks if c.verdict == CheckVerdict.FAILS]
         assert len(failing) == 3 and min(c.defect for c in failing) > 1e-3
 
 
@@ -148,7 +152,7 @@ def test_a_token_mixing_feed_forward_is_flagged(monkeypatch, rng):
     [check] = invariants.check_permutation_equivariance(
         layer, u, [1, 2, 3, 0], operators=["feed_forward"]
     )
-    assert check.verdict == FAILS and check.defect > 1e-2
+    assert check.verdict == CheckVerdict.FAILS and check.defect > 1e-2
 
 
 def test_equivariance_rejects_bad_input(rng):
@@ -250,16 +254,16 @@ def test_wrong_attention_weights_are_flagged(rng):
         for f in (unnormalised, signed)
     }  # fmt: skip
     assert verdicts["unnormalised"] == {
-        "attention weights are non-negative": HOLDS,
-        "attention rows sum to 1": FAILS,
-        "the heads recombine to the attention operator": FAILS,
-        "each head's output lies within its value rows' coordinate bounds": FAILS,
-        "each head's output lies in the convex hull of its value rows": FAILS,
+        "attention weights are non-negative": CheckVerdict.HOLDS,
+        "attention rows sum to 1": CheckVerdict.FAILS,
+        "the heads recombine to the attention operator": CheckVerdict.FAILS,
+        "each head's output lies within its value rows' coordinate bounds": CheckVerdict.FAILS,
+        "each head's output lies in the convex hull of its value rows": CheckVerdict.FAILS,
     }
-    assert verdicts["signed"]["attention weights are non-negative"] == FAILS
-    assert verdicts["signed"]["attention rows sum to 1"] == FAILS
+    assert verdicts["signed"]["attention weights are non-negative"] == CheckVerdict.FAILS
+    assert verdicts["signed"]["attention rows sum to 1"] == CheckVerdict.FAILS
     assert verdicts["signed"]["each head's output lies in the convex hull of its value rows"] == (
-        FAILS
+        CheckVerdict.FAILS
     )
 
 
@@ -297,7 +301,7 @@ def test_layer_norm_with_eps_leaves_s1(rng):
     check = invariants.check_flow_stays_on_s1(
         Problem(rng.standard_normal((4, 8)), PiecewiseControls(stack), 2.0)
     )
-    assert check.verdict == FAILS
+    assert check.verdict == CheckVerdict.FAILS
     assert 1e-5 < check.defect < 1e-3  # about eps / (2 var) of the unit-gain std, / size
 
 
@@ -372,7 +376,7 @@ def test_projection_checks_flag_layer_norm_with_eps(rng):
         wrong = invariants.check_projection_idempotence_and_scale(
             v, sigma1, sigma2, precision=precision, projection=with_eps
         )
-        assert [c.verdict for c in wrong] == [FAILS, FAILS]
+        assert [c.verdict for c in wrong] == [CheckVerdict.FAILS, CheckVerdict.FAILS]
 
 
 @settings(max_examples=25, deadline=None)
@@ -411,7 +415,11 @@ def test_expansion_check_flags_a_map_onto_a_larger_sphere():
         return 2 * project_to_s1(bk, x, sigma1, sigma2) - bk.asarray(sigma1)
 
     result = invariants.measure_projection_expansion(8, sigma1, sigma2, 1, projection=doubled)
-    assert [c.verdict for c in result.checks] == [FAILS, FAILS, FAILS]
+    assert [c.verdict for c in result.checks] == [
+        CheckVerdict.FAILS,
+        CheckVerdict.FAILS,
+        CheckVerdict.FAILS,
+    ]
     assert result.checks[1].defect == pytest.approx(1.0, abs=1e-3)  # ratio = 2 R / r
 
 

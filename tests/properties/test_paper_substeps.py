@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from properties.claim_check import FAILS, HOLDS
+from properties.claim_check import CheckVerdict
 from properties.paper_substeps import check_six_substeps
 from solvers import InvalidInputError, LayerWeights, backend
 from solvers.schemes import paper_six_substeps
@@ -19,7 +19,7 @@ def test_six_substeps_equal_the_post_ln_layer_when_eps_is_zero(d, heads, affine)
     rng = np.random.default_rng(d * heads)
     layer = LayerWeights.random(d, heads, d, rng, affine=affine)
     check = check_six_substeps(layer, rng.standard_normal((3, 11, d)))
-    assert check.verdict == HOLDS
+    assert check.verdict == CheckVerdict.HOLDS
     assert check.defect <= 1e-13
 
 
@@ -28,7 +28,7 @@ def test_six_substeps_depart_from_the_post_ln_layer_by_order_eps(eps):
     rng = np.random.default_rng(5)
     layer = LayerWeights.random(32, 4, 32, rng, eps=eps)
     check = check_six_substeps(layer, rng.standard_normal((16, 32)))
-    assert check.verdict == FAILS
+    assert check.verdict == CheckVerdict.FAILS
     # halving u5 turns var + eps into var/4 + eps: an O(eps / var) relative change
     assert 0.1 * eps < check.defect < 10 * eps
 
@@ -46,5 +46,5 @@ def test_six_substeps_hold_in_every_number_system(precision, affine):
     rng = np.random.default_rng(6)
     layer = LayerWeights.random(16, 4, 16, rng, affine=affine)
     check = check_six_substeps(layer, rng.standard_normal((7, 16)), precision)
-    assert check.verdict == HOLDS, check
+    assert check.verdict == CheckVerdict.HOLDS, check
     assert check.tolerance == 64 * precision.unit_roundoff

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from properties.claim_check import FAILS, HOLDS
+from properties.claim_check import CheckVerdict
 from properties.projection_theorem import check_layer_norm_idempotence, check_projection_theorem
 from solvers.operators import layer_norm
 from tests.precisions import ALL_PRECISIONS
@@ -39,7 +39,7 @@ def test_every_part_of_theorem_3_1_holds(precision, v, sigma1, sigma2, seed):
     )
     assert len(checks) == 5
     for check in checks:
-        assert check.verdict == HOLDS, check
+        assert check.verdict == CheckVerdict.HOLDS, check
 
 
 def test_theorem_checks_fail_for_maps_that_are_not_the_projection(rng):
@@ -60,11 +60,11 @@ def test_theorem_checks_fail_for_maps_that_are_not_the_projection(rng):
         for name, p in (("antipodal", antipodal), ("eps", with_eps))
     }
     # the antipodal point of S1 lies on S1, but it is the farthest point, not the nearest
-    assert verdicts["antipodal"]["P(V) lies on S1"] == HOLDS
-    assert verdicts["antipodal"]["P(V) is the nearest point of S1"] == FAILS
-    assert verdicts["antipodal"]["V - P(V) is normal to S1 at P(V)"] == HOLDS
-    assert verdicts["eps"]["P(V) lies on S1"] == FAILS
-    assert verdicts["eps"]["P is idempotent"] == FAILS
+    assert verdicts["antipodal"]["P(V) lies on S1"] == CheckVerdict.HOLDS
+    assert verdicts["antipodal"]["P(V) is the nearest point of S1"] == CheckVerdict.FAILS
+    assert verdicts["antipodal"]["V - P(V) is normal to S1 at P(V)"] == CheckVerdict.HOLDS
+    assert verdicts["eps"]["P(V) lies on S1"] == CheckVerdict.FAILS
+    assert verdicts["eps"]["P is idempotent"] == CheckVerdict.FAILS
 
 
 @settings(max_examples=40, deadline=None)
@@ -79,15 +79,17 @@ def test_torch_style_layer_norm_with_eps_is_not_idempotent(v, eps):
     twice = once / np.sqrt(variance / (variance + eps) + eps)[:, None]
     predicted = np.abs(twice - once).max() / np.abs(once).max()
     assert check.defect == pytest.approx(predicted, rel=1e-6, abs=1e-15)
-    assert check.verdict == (FAILS if predicted > check.tolerance else HOLDS)
+    assert check.verdict == (
+        CheckVerdict.FAILS if predicted > check.tolerance else CheckVerdict.HOLDS
+    )
 
 
 def test_per_feature_affine_layer_norm_is_not_idempotent(rng):
     v = rng.standard_normal((8, 16))
     gain, bias = 1 + 0.3 * rng.standard_normal(16), 0.3 * rng.standard_normal(16)
     check = check_layer_norm_idempotence(v, gain, bias, 0.0)
-    assert check.verdict == FAILS and check.defect > 1e-2
-    assert check_layer_norm_idempotence(v, 1.3, -0.2, 0.0).verdict == HOLDS
+    assert check.verdict == CheckVerdict.FAILS and check.defect > 1e-2
+    assert check_layer_norm_idempotence(v, 1.3, -0.2, 0.0).verdict == CheckVerdict.HOLDS
 
 
 @pytest.mark.parametrize("precision", ALL_PRECISIONS, ids=repr)
@@ -97,7 +99,7 @@ def test_theorem_3_1_holds_in_every_number_system(precision, sigma1, sigma2):
     v = 0.5 + 2.0 * rng.standard_normal((2, 5, 12))
     checks = check_projection_theorem(v, sigma1, sigma2, rng, samples=4, precision=precision)
     for check in checks:
-        assert check.verdict == HOLDS, check
+        assert check.verdict == CheckVerdict.HOLDS, check
     # the tolerance follows the precision: 8 (2 + kappa + log2 d) u
     assert (
         checks[0].tolerance

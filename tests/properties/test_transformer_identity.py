@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import properties.transformer_identity as identity
-from properties.claim_check import FAILS, HOLDS
+from properties.claim_check import CheckVerdict
 from properties.standard_transformer import standard_encoder
 from solvers import LayerWeights, backend
 from solvers.torch_io import torch_forward
@@ -34,7 +34,7 @@ def test_check_holds_in_every_number_system(precision, reference):
     check = identity.check_lie_is_transformer(
         layers, u0, reference=reference, norm="pre", causal=True, precision=precision
     )
-    assert check.verdict == HOLDS, check
+    assert check.verdict == CheckVerdict.HOLDS, check
     if precision.name == "float64":
         assert check.defect <= 1e-13
     if precision.name == "float32":
@@ -50,7 +50,7 @@ def test_check_fails_against_a_different_encoder(monkeypatch, rng):
 
     monkeypatch.setattr(identity, "standard_encoder", pre_ln_instead)
     wrong = identity.check_lie_is_transformer(layers, u0, norm="post")
-    assert wrong.verdict == FAILS and wrong.defect > 1e-3
+    assert wrong.verdict == CheckVerdict.FAILS and wrong.defect > 1e-3
     with pytest.raises(Exception, match="unknown reference 'onnx'"):
         identity.check_lie_is_transformer(
             layers, u0, reference="onnx", precision=backend("float64")

@@ -21,12 +21,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import properties.well_posedness as wp
-from properties.claim_check import HOLDS
+from properties.claim_check import CheckVerdict
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, TideError, backend
+from solvers.driver import solve
 from solvers.exact import uniform_attention_solution
 from solvers.flow import LayerFlow
 from solvers.operators import project_to_s1
-from solvers.problem import solve
 from tests.exact_layers import uniform_attention_layer
 
 FLOAT64 = backend("float64")
@@ -52,8 +52,10 @@ def test_measured_lipschitz_constants_never_exceed_the_gronwall_bounds(sweep):
             assert math.isfinite(estimate.bound) and estimate.bound > 0
             assert 0 < estimate.measured <= estimate.bound
             assert estimate.ratio == pytest.approx(estimate.measured / estimate.bound)
-            assert all(check.verdict == HOLDS for check in estimate.checks), estimate.checks
-    assert sweep.verdict == HOLDS
+            assert all(check.verdict == CheckVerdict.HOLDS for check in estimate.checks), (
+                estimate.checks
+            )
+    assert sweep.verdict == CheckVerdict.HOLDS
     for summary, ratios in (
         (sweep.initial_summary, sweep.initial_ratios),
         (sweep.control_summary, sweep.control_ratios),
@@ -107,7 +109,7 @@ def _sample_states(rng, bound: wp.GronwallBound, problem: Problem, count: int) -
 
 
 def _field(problem: Problem, states: np.ndarray) -> np.ndarray:
-    flow = LayerFlow(problem, FLOAT64)
+    flow = LayerFlow.from_problem(problem, FLOAT64)
     with FLOAT64.active():
         t = FLOAT64.asarray(0)
         return flow.tangent(0, t, states, flow.total(0, t, states))
@@ -217,7 +219,7 @@ def test_uniform_attention_has_the_lipschitz_constant_exp_of_the_trace_rate(rate
     # RK4 at 32 steps is 1e-9 relative off e^{a T}; rounding 1e-16 / 1e-6
     assert result.initial.measured == pytest.approx(exact, rel=1e-7)
     assert result.initial.ratio == pytest.approx(1, rel=1e-7)
-    assert result.initial.verdict == HOLDS
+    assert result.initial.verdict == CheckVerdict.HOLDS
     # the solve agrees with the exact solution (so the map measured is the flow's) to RK4's
     # truncation: per layer of rate a, m steps miss e^a by m (a / m)^5 / 120 relatively
     reference = uniform_attention_solution(problem, FLOAT64)
@@ -247,7 +249,7 @@ def test_uniform_attention_control_constant_is_sqrt_n_ubar_t_exp(rng):
     # the quotient at step s is exact (e^s - 1) / s: relative excess s / 2 <= 1e-5
     assert result.controls.measured == pytest.approx(exact, rel=1e-5)
     assert result.controls.measured <= result.controls.bound == result.control_bound.controls
-    assert result.controls.verdict == HOLDS
+    assert result.controls.verdict == CheckVerdict.HOLDS
 
 
 def test_the_projection_of_the_initial_data_has_constant_r_over_min_row_norm(rng):
@@ -282,7 +284,7 @@ def test_the_projection_of_the_initial_data_has_constant_r_over_min_row_norm(rng
     assert result.initial_bound.initial_data == pytest.approx(
         radius / math.sqrt(norms[row] * (norms[row] - eps)), rel=1e-12
     )
-    assert result.initial.verdict == HOLDS
+    assert result.initial.verdict == CheckVerdict.HOLDS
     assert result.controls.measured <= 1e-8  # wq changes nothing when Wv = Wo = 0
 
 

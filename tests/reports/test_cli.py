@@ -11,7 +11,7 @@ import pytest
 from reports.cli import build_parser, main
 from reports.render import PAPER_CLAIMS
 from solvers.integrators import EULER
-from solvers.problem import METHODS
+from solvers.methods import METHODS
 from solvers.schemes import Splitting
 from tests.reports.studies import write_study
 

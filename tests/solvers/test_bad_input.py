@@ -227,7 +227,7 @@ def test_problem_keeps_its_own_copy_of_the_data(layer, rng):
 
 
 def test_manufactured_solutions_need_the_uniform_feature_grid(layer):
-    from solvers.exact import ManufacturedSolution
+    from solvers.manufactured import ManufacturedSolution
 
     star = ManufacturedSolution(4, 8)
     weights = np.linspace(1, 2, 8) / np.linspace(1, 2, 8).sum()

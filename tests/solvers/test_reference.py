@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend, solve
-from solvers.exact import ManufacturedSolution, uniform_attention_solution
+from solvers.exact import uniform_attention_solution
+from solvers.manufactured import ManufacturedSolution
 from solvers.reference import Reference
 
 

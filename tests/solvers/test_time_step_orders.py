@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve
-from solvers.exact import ManufacturedSolution
+from solvers.manufactured import ManufacturedSolution
 from solvers.reference import Reference
 
 STEPS = (4, 8, 16, 32, 64, 128)

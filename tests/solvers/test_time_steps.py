@@ -70,5 +70,5 @@ def test_partial_final_layer_takes_equal_steps_to_t_final(rng):
     u = u0
     for layer, steps in ((layers[0], 4), (layers[1], 2)):
         for _ in range(steps):
-            u = lie_step(bk, u, layer.on(bk), 0.25, "pre")
+            u = lie_step(bk, u, layer, 0.25, "pre")
     assert np.array_equal(half, u)
