@@ -62,7 +62,7 @@ def test_layer_step_against_digits(benchmark, name, digits):
 
 
 def plain_post_ln_layer(u: np.ndarray, w: dict) -> np.ndarray:
-    """The post-LN layer of MODEL.md in numpy alone, with the same in-place steps as tide."""
+    """The post-LN layer (docs/model.md section 2) in numpy alone, with tide's in-place steps."""
 
     def layer_norm(x, gain, bias):
         d = x.shape[-1]

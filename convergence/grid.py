@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,11 +43,6 @@ class GridStudy:
     reference: str
     versions: dict[str, str]
     wall_time: float
-
-    def to_json(self) -> dict:
-        record = asdict(self)
-        record["estimate"] = self.estimate.to_json()
-        return record
 
 
 def is_spectral(sizes: Sequence[int], errors: Sequence[float]) -> bool:

@@ -1,4 +1,5 @@
-"""What eps > 0 in a torch-style layer norm does to the time-step limit (MODEL.md section 4).
+"""What eps > 0 in a torch-style layer norm does to the time-step limit (docs/limits.md
+section 2).
 
 With scalar gain sigma2 > 0 and bias sigma1, LN_eps(x) = sigma2 (x - mean x) /
 sqrt(var x + eps) + sigma1 keeps the direction of x - mean x and sets the variance to
@@ -24,7 +25,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -108,13 +109,6 @@ class EpsLimitStudy:
     precision: str
     versions: dict[str, str]
     wall_time: float
-
-    def to_json(self) -> dict:
-        record = asdict(self)
-        for entry, convergence in zip(record["convergence"], self.convergence, strict=True):
-            entry["estimate"] = convergence.estimate.to_json()
-        record["distance_fit"] = self.distance_fit.to_json()
-        return record
 
 
 def eps_limit_study(

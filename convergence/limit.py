@@ -9,7 +9,7 @@
 - the token spread s_i = max_{b,i,k} |u_bik - mean_i u_bik| / max |u|, relative to the
   solution's size: a meaningful limit has the spread of its own solution, while a
   refinement that drives every token onto the same point (s_i -> 0) has a degenerate
-  limit that has forgotten the data (MODEL.md section 4: per-feature LN gain and bias);
+  limit that has forgotten the data (docs/limits.md section 4: per-feature LN gain and bias);
 - for post-LN problems, the fixed-point defect max |P2(P1(u)) - u| of the last layer's
   two norms: how far the state is from a fixed point of the norm maps.
 
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
 
-from convergence.order import NO_LIMIT, OrderEstimate, estimate_order
+from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
@@ -52,16 +52,11 @@ class LimitCheck:
     spread: list[float]
     fixed_point_defect: list[float] | None
     estimate: OrderEstimate
-    verdict: str
+    verdict: OrderVerdict
     reason: str
     precision: str
     versions: dict[str, str]
     wall_time: float
-
-    def to_json(self) -> dict:
-        record = asdict(self)
-        record["estimate"] = self.estimate.to_json()
-        return record
 
 
 def token_spread(u: np.ndarray) -> float:
@@ -108,15 +103,15 @@ def limit_check(
     estimate = estimate_order([1 / m for m in steps[:-1]], differences)
     if spread[-1] < collapse and spread[-1] < collapse * max(spread):
         verdict, reason = (
-            NO_LIMIT,
+            OrderVerdict.NO_LIMIT,
             (
                 f"degenerate: the token spread falls from {max(spread):.3g} to {spread[-1]:.3g} "
                 "under refinement, every token is driven onto the same point"
             ),
         )
-    elif estimate.verdict == NO_LIMIT:
+    elif estimate.verdict == OrderVerdict.NO_LIMIT:
         verdict, reason = (
-            NO_LIMIT,
+            OrderVerdict.NO_LIMIT,
             (
                 f"not Cauchy: successive differences {', '.join(f'{c:.3g}' for c in differences)} "
                 "do not decrease"

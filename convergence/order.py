@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 from scipy import stats
@@ -42,9 +43,18 @@ from scipy import stats
 from solvers.errors import InvalidInputError
 from solvers.line_fit import fit_line
 
-PASS, SUPERCONVERGENT, PRE_ASYMPTOTIC, FLOOR, FAIL, NO_LIMIT = (
-    "PASS", "SUPERCONVERGENT", "PRE-ASYMPTOTIC", "FLOOR", "FAIL", "NO-LIMIT",
-)  # fmt: skip
+
+class OrderVerdict(StrEnum):
+    """What an order estimate concludes (see the module docstring)."""
+
+    PASS = "PASS"
+    SUPERCONVERGENT = "SUPERCONVERGENT"
+    PRE_ASYMPTOTIC = "PRE-ASYMPTOTIC"
+    FLOOR = "FLOOR"
+    FAIL = "FAIL"
+    NO_LIMIT = "NO-LIMIT"
+
+
 FLOOR_ORDER_FRACTION = 0.5
 """A finest level is at the floor when its local order is below this fraction of the rest's."""
 MIN_RELATIVE_NOISE = 0.002
@@ -58,17 +68,12 @@ class OrderEstimate:
     order: float
     interval: tuple[float, float]
     constant: float
-    verdict: str
+    verdict: OrderVerdict
     used: list[int]
     dropped: dict[int, str]
     expected: float | None
     hs: list[float]
     errors: list[float]
-
-    def to_json(self) -> dict:
-        record = asdict(self)
-        record["dropped"] = {str(k): v for k, v in self.dropped.items()}
-        return record
 
 
 def estimate_order(
@@ -120,9 +125,9 @@ def estimate_order(
         slope_all = np.polyfit(np.log(kept_h), np.log(kept_e), 1)[0]
         jumps = np.mean(kept_e[1:] / kept_e[:-1] > 1.5)  # clear increases: an oscillation
         if slope_all <= 0.1 or kept_e[-1] >= kept_e[0] or jumps >= 1 / 3:
-            return result(NO_LIMIT)
+            return result(OrderVerdict.NO_LIMIT)
     if len(keep) < 3:
-        return result(FLOOR if dropped else NO_LIMIT)
+        return result(OrderVerdict.FLOOR if dropped else OrderVerdict.NO_LIMIT)
 
     window = keep
     start = _consistent_from_the_fine_end(np.log(h[window]), np.log(e[window]))
@@ -137,7 +142,7 @@ def estimate_order(
     slope, intercept, (lo, hi) = fit.slope, fit.intercept, fit.slope_interval
     local = np.diff(log_e) / np.diff(log_h)
     if len(window) == 3 and abs(local[1] - local[0]) > max(0.2 * abs(slope), 0.2):
-        return result(PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
+        return result(OrderVerdict.PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
     changes = np.diff(local)
     drifting = (np.all(changes < 0) or np.all(changes > 0)) and np.all(
         np.abs(changes[1:]) < np.abs(changes[:-1])
@@ -145,15 +150,16 @@ def estimate_order(
     if drifting and abs(local[-1] - slope) > max(tolerance / 2, (hi - lo) / 2):
         # local orders still converging (by shrinking steps) to a value off the fit:
         # pre-asymptotic; growing steps near a floor are rounding, not this
-        return result(PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
+        return result(OrderVerdict.PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
     if expected is None or lo <= expected <= hi or abs(slope - expected) <= tolerance:
-        verdict = PASS
+        verdict = OrderVerdict.PASS
     elif lo > expected + tolerance:
-        verdict = SUPERCONVERGENT
+        verdict = OrderVerdict.SUPERCONVERGENT
     elif abs(local[-1] - expected) <= tolerance:
-        verdict = PRE_ASYMPTOTIC  # the finest pair agrees; the coarser levels do not yet
+        # the finest pair agrees; the coarser levels do not yet
+        verdict = OrderVerdict.PRE_ASYMPTOTIC
     else:
-        verdict = FAIL
+        verdict = OrderVerdict.FAIL
     return result(verdict, slope, lo, hi, math.exp(intercept), window)
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
-from convergence.order import FLOOR, NO_LIMIT, OrderEstimate, estimate_order
+from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend, convert
 from solvers.exact import uniform_attention_solution
@@ -37,11 +37,6 @@ class PrecisionLadder:
     reference: str
     versions: dict[str, str]
     wall_time: float
-
-    def to_json(self) -> dict:
-        record = asdict(self)
-        record["estimates"] = {k: v.to_json() for k, v in self.estimates.items()}
-        return record
 
 
 def precision_ladder(
@@ -89,7 +84,8 @@ def precision_ladder(
         estimates[name] = estimate
         if at_floor:
             floors[name] = min(errors[name][i] for i in at_floor)
-        elif estimate.verdict in (NO_LIMIT, FLOOR):  # never decreasing: all of it is rounding
+        elif estimate.verdict in (OrderVerdict.NO_LIMIT, OrderVerdict.FLOOR):
+            # never decreasing: all of it is rounding
             floors[name] = min(errors[name])
         else:
             floors[name] = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,10 +43,6 @@ class RoundingByDepth:
     configuration: dict[str, object]
     versions: dict[str, str]
     wall_time: float
-
-    def to_json(self) -> dict:
-        """Plain JSON data (json writes floats as shortest round-trip decimals)."""
-        return asdict(self)
 
 
 def rounding_error_by_depth(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from convergence.order import PASS, OrderEstimate, estimate_order
+from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 
 
 def assert_order(
@@ -24,7 +24,7 @@ def assert_order(
     *,
     tolerance: float = 0.1,
     floor: float = 0.0,
-    accept: Sequence[str] = (PASS,),
+    accept: Sequence[str] = (OrderVerdict.PASS,),
 ) -> OrderEstimate:
     """Fail unless the errors converge at `expected` order (see estimate_order); return the
     estimate for further checks."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -65,13 +65,6 @@ class TimeStepStudy:
     configuration: dict[str, object]
     versions: dict[str, str]
     wall_time: float
-
-    def to_json(self) -> dict:
-        """Plain JSON data (floats are written with repr by json, which round-trips)."""
-        record = asdict(self)
-        for method, convergence in zip(record["methods"], self.methods, strict=True):
-            method["estimate"] = convergence.estimate.to_json()
-        return record
 
 
 def _reference_layers(problem: Problem, reference: str, bk: Backend, steps: int) -> np.ndarray:

@@ -1,6 +1,7 @@
 """How far a Transformer is from its own time-step limit, as the weights grow.
 
-A stack of L encoder layers is the Lie scheme at dt = 1 on [0, L] (MODEL.md section 2).
+A stack of L encoder layers is the Lie scheme at dt = 1 on [0, L] (docs/model.md section 2;
+the distance from the limit: docs/limits.md section 6).
 Its time-step limit is the flow of `lie_limit(problem)`: the same controls, with eps > 0
 post-LN norms replaced by the projection onto the shrunken sphere that LN_eps fixes
 (convergence.layer_norm_eps). `transformer_limit_distance` scales every attention and FFN
@@ -29,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,11 +58,6 @@ class TransformerLimitDistance:
     precision: str
     versions: dict[str, str]
     wall_time: float
-
-    def to_json(self) -> dict:
-        record = asdict(self)
-        record["growth"] = self.growth.to_json()
-        return record
 
 
 def transformer_limit_distance(

@@ -7,8 +7,7 @@ the two runs' allowances at the finest level (SOLVE_ALLOWANCE roundings of the
 state's size per step, a stated allowance, not a proven bound); PASS, SUPERCONVERGENT or
 FLOOR (the differences reach rounding) mean the same limit. Two runs of one method in
 different precisions compute the same discrete solutions: their differences stay within
-the sum of the two runs' rounding allowances at every level. Verdicts: "same limit" or
-"different limits".
+the sum of the two runs' rounding allowances at every level. Verdicts: `LimitVerdict`.
 
 The methods' orders are those of `METHODS` (the post-LN orders: the ambient Strang
 variants are listed as order 1, though they are order 2 without a projection; the
@@ -21,25 +20,34 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-from convergence.order import OrderEstimate, estimate_order
+from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend
 from solvers.driver import layer_lengths
 from solvers.errors import InvalidInputError
 from solvers.methods import METHODS
-from solvers.provenance import json_float, versions
+from solvers.provenance import versions
 from solvers.rounding import solve_allowance
 from solvers.schemes import SteppingMethod
 from solvers.validation import choice, positive_int
 
-SAME_LIMIT_VERDICTS = ("PASS", "SUPERCONVERGENT", "FLOOR")
+SAME_LIMIT_VERDICTS = frozenset(
+    {OrderVerdict.PASS, OrderVerdict.SUPERCONVERGENT, OrderVerdict.FLOOR}
+)
 """Verdicts of estimate_order that show two runs share their limit."""
-SAME, DIFFERENT = "same limit", "different limits"
+
+
+class LimitVerdict(StrEnum):
+    """Whether two runs (or all of them) converge to the same limit."""
+
+    SAME = "same limit"
+    DIFFERENT = "different limits"
 
 
 @dataclass(frozen=True)
@@ -56,20 +64,8 @@ class PairDifference:
     differences: list[float]
     estimate: OrderEstimate | None
     allowance: list[float] | None
-    verdict: str
+    verdict: LimitVerdict
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "first": self.first,
-            "second": self.second,
-            "expected_order": self.expected_order,
-            "differences": [json_float(x) for x in self.differences],
-            "estimate": None if self.estimate is None else self.estimate.to_json(),
-            "allowance": self.allowance,
-            "verdict": self.verdict,
-            "reason": self.reason,
-        }
 
 
 @dataclass(frozen=True)
@@ -80,7 +76,7 @@ class Uniqueness:
     orders: dict[str, int]
     steps_per_unit: list[int]
     pairs: list[PairDifference]
-    verdict: str
+    verdict: LimitVerdict
     inputs: dict[str, Any]
     versions: dict[str, str] = field(default_factory=versions)
     wall_time: float = 0.0
@@ -91,18 +87,6 @@ class Uniqueness:
             if {entry.first, entry.second} == {first, second}:
                 return entry
         raise InvalidInputError(f"no pair {first!r}, {second!r}; runs: {self.runs}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "runs": self.runs,
-            "orders": self.orders,
-            "steps_per_unit": self.steps_per_unit,
-            "pairs": [p.to_json() for p in self.pairs],
-            "verdict": self.verdict,
-            "inputs": self.inputs,
-            "versions": self.versions,
-            "wall_time": self.wall_time,
-        }
 
 
 def uniqueness_study(
@@ -162,7 +146,7 @@ def uniqueness_study(
         floor = [x + y for x, y in zip(allowances[a], allowances[b], strict=True)]
         if method_a is method_b:
             within = all(x <= y for x, y in zip(differences, floor, strict=True))
-            verdict = SAME if within else DIFFERENT
+            verdict = LimitVerdict.SAME if within else LimitVerdict.DIFFERENT
             pairs.append(
                 PairDifference(
                     a, b, None, differences, None, floor, verdict,
@@ -176,7 +160,8 @@ def uniqueness_study(
         same = estimate.verdict in SAME_LIMIT_VERDICTS
         pairs.append(
             PairDifference(
-                a, b, expected, differences, estimate, None, SAME if same else DIFFERENT,
+                a, b, expected, differences, estimate, None,
+                LimitVerdict.SAME if same else LimitVerdict.DIFFERENT,
                 f"differences shrink at order {estimate.order:.3g} (expected {expected:g}): "
                 f"{estimate.verdict}",
             )
@@ -186,7 +171,11 @@ def uniqueness_study(
         orders={label: method.order for label, (method, _) in zip(labels, runs, strict=True)},
         steps_per_unit=levels,
         pairs=pairs,
-        verdict=SAME if all(p.verdict == SAME for p in pairs) else DIFFERENT,
+        verdict=(
+            LimitVerdict.SAME
+            if all(p.verdict == LimitVerdict.SAME for p in pairs)
+            else LimitVerdict.DIFFERENT
+        ),
         inputs={
             "norm": problem.norm,
             "shape": list(problem.u0.shape),

@@ -1,4 +1,6 @@
-"""ClaimCheck: the verdict on one claim in one configuration, with the measured defect."""
+"""ClaimCheck: the verdict on one claim in one configuration, with the measured defect, and
+the two measurements every check makes in a backend (its largest magnitude, and the refusal
+of inf or NaN)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,11 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import numpy as np
+
+from solvers.backends import Array, Backend
+from solvers.errors import NumericalBreakdownError
 
 
 class CheckVerdict(StrEnum):
@@ -33,3 +40,17 @@ class ClaimCheck:
     def __post_init__(self) -> None:
         holds = math.isfinite(self.defect) and self.defect <= self.tolerance
         object.__setattr__(self, "verdict", CheckVerdict.HOLDS if holds else CheckVerdict.FAILS)
+
+
+def largest_magnitude(bk: Backend, x: Array) -> float:
+    """max |x| as a float64 number (midpoints for balls; 0 for an empty array)."""
+    return float(np.max(np.abs(bk.to_float64(x)), initial=0.0))
+
+
+def require_finite(bk: Backend, value: Array, what: str) -> None:
+    """Raise NumericalBreakdownError when `value` holds inf or NaN: the format overflowed,
+    which is a breakdown of the precision, not a failed claim."""
+    if not bk.all_finite(value):
+        raise NumericalBreakdownError(
+            f"{bk!r} produced inf or NaN in {what}: the values exceed what the format can hold"
+        )

@@ -1,39 +1,7 @@
-"""Measured conditioning (issue 6): the LN projection near constant rows, attention as the
-temperature falls (beta = 1 / temperature grows).
-
-- LN projection. At v = c 1 + s w (w a fixed mean-zero direction of unit population
-  variance, so std(v) = s) P is the radial projection onto a sphere of radius
-  R = sigma2 sqrt(d) around sigma1 1 in the mean-zero subspace, whose derivative in a
-  tangent direction t (mean zero, orthogonal to w) has norm R / |v - mean v| = sigma2 / s.
-  The measured constant is the central difference |P(v + h t) - P(v - h t)| / (2 h |t|),
-  h = relative_step * s, whose truncation error is O((h / s)^2) relatively; computed by
-  default in mpmath with 30 digits, where rounding stays far below it even at s = 1e-6.
-  Rounding: each P is off by 8 (2 + kappa + log2 d) u size per entry (properties.invariants,
-  kappa = max|v| / s, size = |sigma1| + sigma2 sqrt(d)) and v +- h t by u max|v| per entry,
-  which P amplifies by sigma2 / s; against the measured difference 2 h |t| sigma2 / s that
-  is a relative error e(s) = (8 (2 + kappa + log2 d) u size / sigma2 + u max|v| / s) s / h.
-  Points with e(s) > 1% are dropped (reason "rounding": float32 resolves only s >~ 1e-2).
-  log L = log C + slope log s is fitted by least squares on the rest; expected slope -1
-  and C = sigma2.
-- Attention. With the scores multiplied by beta (the `scale` field of LayerWeights
-  replaced by beta * scale), the local Lipschitz constant of U -> A_beta(U) is the spectral
-  norm of its Jacobian, measured by central differences over every coordinate (step
-  relative_step * max(1, max|U|) / beta, so that the scores move by the same amount at
-  every beta). Two regimes, both measured rather than assumed: a row whose top scores
-  are tied (distinct values, equal keys) never saturates and the score term
-  sum_j P_ij dS_ij (V_j - Vbar_i) grows linearly in beta; a row with a unique maximum
-  saturates, the score term decays like beta exp(-beta gap), and the constant returns to
-  that of hard attention U -> sum_h H_h U Wv_h Wo_h (H_h the argmax rows, ties shared).
-  The distance of A_beta(U) to hard attention decays like exp(-beta gap), gap the smallest
-  difference between a row's top score and the best score outside its tie (at beta = 1).
-  Growth exponents are least-squares fits on the large-beta tail, decay rates on the
-  asymptotic window beta gap >= 3 (where the local slope -gap / (1 + exp(-beta gap)) of
-  log distance is within 5% of -gap), both with 95% intervals (Student t); distances
-  within 10 times the derived rounding bound of attention (properties.invariants) are
-  left out of the decay fit.
-- Bad input (a step that is not positive, an empty sweep, non-finite values) raises
-  InvalidInputError naming the parameter; LayerWeights rejects non-finite weights on
-  construction.
+"""Measured conditioning: the Lipschitz constant of the LN projection P near constant rows
+(expected sigma2 / std) and of attention as the inverse temperature beta grows (linear
+growth where a row's top scores tie, the hard-attention limit where they do not), with
+the rounding of each measurement derived (docs/rounding.md section 5).
 """
 
 from __future__ import annotations
@@ -46,21 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from properties.claim_check import CheckVerdict
-from properties.invariants import (
-    P_ALLOWANCE,
-    attention_heads,
-    attention_rounding_bound,
-    head_magnitudes,
-    rounding_gamma,
-)
+from properties.check_inputs import checked_layer
+from properties.claim_check import CheckVerdict, largest_magnitude
+from properties.rounding_bounds import attention_rounding_bound, head_magnitudes, score_rounding
 from solvers import LayerWeights, backend
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
-from solvers.operators import attention, project_to_s1
-from solvers.provenance import json_float, versions
+from solvers.jacobian import jacobian
+from solvers.line_fit import Fit, fit_line
+from solvers.operators import attention, attention_heads, combine_heads, project_to_s1
+from solvers.provenance import versions
+from solvers.rounding import projection_allowance
 from solvers.validation import finite_array, positive_int, positive_number, positive_sweep
 
 DEFAULT_STDS = tuple(10.0 ** (-k / 2) for k in range(13))  # 1 down to 1e-6: six decades
@@ -79,51 +44,6 @@ def _confidence(value: object) -> float:
     if not 0 < number < 1:
         raise InvalidInputError(f"confidence must lie in (0, 1), got {number!r}")
     return number
-
-
-@dataclass(frozen=True)
-class Fit:
-    """y = intercept + slope x by least squares, with confidence intervals (Student t)."""
-
-    slope: float
-    slope_interval: tuple[float, float]
-    intercept: float
-    intercept_interval: tuple[float, float]
-    points: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "slope": json_float(self.slope),
-            "slope_interval": [json_float(x) for x in self.slope_interval],
-            "intercept": json_float(self.intercept),
-            "intercept_interval": [json_float(x) for x in self.intercept_interval],
-            "points": self.points,
-        }
-
-
-def fit_line(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> Fit:
-    """Least-squares line y = a + b x with `confidence` intervals for a and b (n >= 3 points).
-
-    Standard errors from the residuals, s = sqrt(sum r^2 / (n - 2)), se(b) = s / sqrt(Sxx),
-    se(a) = s sqrt(1 / n + mean(x)^2 / Sxx) (scipy.stats.linregress takes them from
-    1 - r^2, which cancels to 0 on data this close to a line); half-widths are Student t
-    quantiles (scipy.stats.t) with n - 2 degrees of freedom. Fewer than 3 points: all nan.
-    """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    n = len(x)
-    if n < 3:
-        nan = float("nan")
-        return Fit(nan, (nan, nan), nan, (nan, nan), n)
-    centred = x - x.mean()
-    spread = float(centred @ centred)
-    b = float(centred @ (y - y.mean())) / spread
-    a = float(y.mean() - b * x.mean())
-    residuals = y - (a + b * x)
-    sigma = math.sqrt(float(residuals @ residuals) / (n - 2))
-    quantile = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
-    db = quantile * sigma / math.sqrt(spread)
-    da = quantile * sigma * math.sqrt(1 / n + x.mean() ** 2 / spread)
-    return Fit(b, (b - db, b + db), a, (a - da, a + da), n)
 
 
 @dataclass(frozen=True)
@@ -150,22 +70,10 @@ class LayerNormConditioning:
     constant_interval: tuple[float, float]
     expected_constant: float
     decades: float
-    verdict: str
+    verdict: CheckVerdict
     inputs: dict[str, Any]
     versions: dict[str, str] = field(default_factory=versions)
     wall_time: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON data (nan and inf as repr strings)."""
-        record = dataclasses.asdict(self)
-        record["lipschitz"] = [json_float(x) for x in self.lipschitz]
-        record["scaled"] = [json_float(x) for x in self.scaled]
-        record["rounding"] = [json_float(x) for x in self.rounding]
-        for key in ("slope", "constant", "expected_constant", "decades"):
-            record[key] = json_float(record[key])
-        for key in ("slope_interval", "constant_interval"):
-            record[key] = [json_float(x) for x in record[key]]
-        return record
 
 
 def layer_norm_conditioning(
@@ -185,8 +93,10 @@ def layer_norm_conditioning(
     """Lipschitz constant of P(V) = sigma2 (V - mean V) / std V + sigma1 at V = offset + s w.
 
     For each s in `stds`: L(s) = |P(v + h t) - P(v - h t)| / (2 h |t|), h = relative_step s,
-    t a tangent direction (mean zero, orthogonal to w); expected sigma2 / s. Then the fit
-    log L = log C + slope log s (module docstring). `direction` w (length d) defaults to a
+    t a tangent direction (mean zero, orthogonal to w); expected sigma2 / s. Points whose
+    derived relative rounding error exceeds ROUNDING_LIMIT are dropped, and log L =
+    log C + slope log s is fitted on the rest (docs/rounding.md section 5; expected slope
+    -1 and C = sigma2). `direction` w (length d) defaults to a
     Gaussian draw from default_rng(seed); it is made mean-zero with unit variance. Domain:
     stds > 0 (at least 3), d >= 3, sigma2 > 0, relative_step > 0. precision None means
     mpmath with 30 digits.
@@ -234,7 +144,7 @@ def layer_norm_conditioning(
     size = abs(sigma1) + sigma2 * math.sqrt(d)
     kappa = largest / s
     rounding = (
-        P_ALLOWANCE * (2 + kappa + math.log2(d)) * unit * size / sigma2 + unit * largest / s
+        projection_allowance(unit, kappa, d) * size / sigma2 + unit * largest / s
     ) / relative_step
     kept = rounding <= ROUNDING_LIMIT
     fit = fit_line(np.log(s[kept]), np.log(lipschitz[kept]), confidence)
@@ -315,36 +225,17 @@ class AttentionConditioning:
         """-slope of log distance_to_hard against beta (expected: score_gap)."""
         return -self.decay.slope
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON data (nan and inf as repr strings)."""
-        return {
-            "betas": self.betas,
-            "lipschitz": [json_float(x) for x in self.lipschitz],
-            "saturation": self.saturation,
-            "distance_to_hard": [json_float(x) for x in self.distance_to_hard],
-            "growth": self.growth.to_json(),
-            "growth_betas": self.growth_betas,
-            "hard_lipschitz": json_float(self.hard_lipschitz),
-            "score_gap": json_float(self.score_gap),
-            "decay": self.decay.to_json(),
-            "decay_betas": self.decay_betas,
-            "rounding_floor": self.rounding_floor,
-            "inputs": self.inputs,
-            "versions": self.versions,
-            "wall_time": self.wall_time,
-        }
-
 
 def _hard_weights(u: np.ndarray, layer: LayerWeights) -> tuple[np.ndarray, float]:
     """Hard attention rows H (uniform over each row's tied maxima) and the smallest gap.
 
     Scores are computed in float64; two scores tie when they differ by at most twice
-    their float64 rounding bound gamma_{d_k + 2d + 6} m_i (properties.invariants).
+    their float64 rounding bound gamma_{d_k + 2d + 6} m_i (docs/rounding.md section 2).
     """
     heads = head_magnitudes(u, layer, None)
     scores = layer.scale * heads.q @ np.swapaxes(heads.k, -1, -2)
     unit = backend("float64").unit_roundoff
-    slack = 2 * rounding_gamma(layer.d_k + 2 * layer.d_model + 6, unit)
+    slack = 2 * score_rounding(layer, unit)
     slack = slack * np.max(heads.score_magnitude, -1, keepdims=True)
     top = np.max(scores, -1, keepdims=True)
     tied = scores >= top - slack
@@ -354,15 +245,11 @@ def _hard_weights(u: np.ndarray, layer: LayerWeights) -> tuple[np.ndarray, float
 
 
 def _jacobian_norm(bk: Backend, u: np.ndarray, layer: LayerWeights, step: float) -> float:
-    """Spectral norm of the central-difference Jacobian of A at u (all columns batched)."""
-    n = u.size
-    basis = np.eye(n).reshape(n, *u.shape) * step
+    """Spectral norm of the central-difference Jacobian of A at u."""
     with bk.active():
         w = layer.on(bk)
-        plus = attention(bk, bk.asarray(u + basis), w)
-        minus = attention(bk, bk.asarray(u - basis), w)
-        columns = bk.to_float64((plus - minus) / bk.asarray(2 * step))
-    return float(np.linalg.norm(columns.reshape(n, n).T, 2))
+        columns = jacobian(bk, lambda batch: attention(bk, batch, w), bk.asarray(u), step)
+        return float(np.linalg.norm(bk.to_float64(columns), 2))
 
 
 def attention_conditioning(
@@ -381,12 +268,13 @@ def attention_conditioning(
     softmax_rows(beta s Q_h K_h^T) V_h Wo_h + bo. Hard attention A_hard(U) = sum_h H_h V_h
     Wo_h + bo, H_h uniform over each row's (tied) maximal scores. The growth fit uses
     betas >= `fit_from` (default: the upper half of the sweep), the decay fit betas with
-    beta gap >= 3 above the rounding floor. Domain: U of shape (N, d), finite;
-    betas > 0 (at least 3); relative_step > 0. See the module docstring for the method.
+    beta gap >= 3 above the rounding floor. The Jacobian's step is
+    relative_step * max(1, max|U|) / beta, so that the scores move alike at every beta
+    (docs/rounding.md section 5). Domain: U of shape (N, d), finite; betas > 0 (at least
+    3); relative_step > 0.
     """
     started = time.perf_counter()
-    if not isinstance(layer, LayerWeights):
-        raise InvalidInputError(f"layer must be a LayerWeights, got {type(layer).__name__}")
+    layer = checked_layer(layer)
     u = finite_array("u", u, (None, layer.d_model))
     if u.shape[0] == 0:
         raise InvalidInputError("u must have at least one token (row), got 0")
@@ -405,10 +293,8 @@ def attention_conditioning(
         x = bk.asarray(u, "u")
         _, values, _ = attention_heads(bk, x, w)
         mixed = bk.matmul(bk.asarray(hard), values)
-        joined = np.swapaxes(mixed, -2, -3).reshape(u.shape[0], layer.heads * layer.d_v)
-        hard_output = bk.matmul(joined, w.w_o)
-        hard_output += w.b_o
-        hard_scale = max(float(np.max(np.abs(bk.to_float64(hard_output)))), np.finfo(float).tiny)
+        hard_output = combine_heads(bk, mixed, w)
+        hard_scale = max(largest_magnitude(bk, hard_output), np.finfo(float).tiny)
     value_maps = np.einsum("hdv,hve->hde", layer.wv, layer.wo)
     hard_jacobian = sum(np.kron(hard[h], value_maps[h].T) for h in range(layer.heads))
     hard_lipschitz = float(np.linalg.norm(hard_jacobian, 2))
@@ -421,7 +307,7 @@ def attention_conditioning(
             ws = scaled.on(bk)
             weights, _, _ = attention_heads(bk, bk.asarray(u), ws)
             output = attention(bk, bk.asarray(u), ws)
-            gap_to_hard = float(np.max(np.abs(bk.to_float64(output - hard_output))))
+            gap_to_hard = largest_magnitude(bk, output - hard_output)
         saturation.append(float(np.mean(np.max(bk.to_float64(weights), -1))))
         distance.append(gap_to_hard / hard_scale)
         bound = float(np.max(attention_rounding_bound(u, scaled, None, unit)))

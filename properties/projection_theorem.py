@@ -1,54 +1,50 @@
-"""Theorem 3.1 of the paper: layer norm with eps = 0 and scalar gain is the projection onto S1.
-
-S1 = {V : every row has mean sigma1 and population variance sigma2^2} and
-P(V)_i = sigma2 (V_i - mean V_i) / std(V_i) + sigma1. The checks measure, row by row:
-P(V) on S1; P(P(V)) = P(V); V - P(V) normal to S1 at P(V) (the tangent space at p is
-{t : mean t = 0, <t, p - sigma1> = 0}); |V - P(V)| <= |V - Q| for sampled Q on S1;
-P(cV) = P(V) for c > 0. Torch-style layer norm (eps > 0, or per-feature gain and bias)
-is checked for idempotence, which it fails by a measured amount. Every quantity is
-computed in the backend under test, so the check is as fine as its precision.
-
-Tolerances: relative to the size |sigma1| + sigma2 sqrt(d) of points of S1, P's rounding
-error is about (2 + kappa + log2 d) u: the cancellation in V_i - mean V_i costs
-kappa u, kappa = max_i max|V_i| / std(V_i) the conditioning of the row; the sums cost
-log2 d u (pairwise summation); the divide, the gain and the bias a few u. Each check
-allows 8 (2 + kappa + log2 d) u. The normality
-check measures V - P(V) against the normal direction P(V) - sigma1, which the stored P(V)
-carries only to a relative accuracy u (|sigma1| + sigma2 sqrt(d)) / (sigma2 sqrt(d)); its
-tolerance is multiplied by that ratio. A sampled point Q = P(W) carries the rounding of
-its own row W, whose conditioning can far exceed V's (points near P(V) when |sigma1| >>
-sigma2), so the nearest-point tolerance uses the larger of the two conditionings.
+"""Theorem 3.1 of the paper as claim checks: layer norm with eps = 0 and scalar gain is the
+projection P onto S1 (docs/model.md section 1): P(V) on S1, idempotent, V - P(V) normal to
+S1, P(V) the nearest point, P(cV) = P(V) for c > 0; and how far torch-style layer norm is
+from idempotent. Every quantity is computed in the backend under test, within the
+projection's rounding 8 (2 + kappa + log2 d) u (docs/rounding.md section 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from properties.claim_check import ClaimCheck
+from properties.claim_check import ClaimCheck, largest_magnitude
 from solvers import backend
 from solvers.backends import Array, Backend
+from solvers.errors import InvalidInputError
 from solvers.operators import layer_norm, project_to_s1
+from solvers.rounding import projection_allowance
+from solvers.validation import finite_array
 
 LOCAL_STEPS = (1e-1, 1e-2, 1e-3)
+"""Distances from P(V) of the sampled points near it (nearest-point check)."""
 SCALE_FACTORS = (0.125, 0.3, 7.0, 16.0)
+"""The factors c of the scale-invariance check P(cV) = P(V)."""
 
 Projection = Callable[[Backend, Array], Array]
+"""A map under test in place of P, evaluated in the (active) backend."""
+
+
+def s1_projection(sigma1: float, sigma2: float) -> Projection:
+    """P onto S1(sigma1, sigma2) as a Projection (`solvers.operators.project_to_s1`)."""
+
+    def projection(bk: Backend, x: Array) -> Array:
+        return project_to_s1(bk, x, sigma1, sigma2)
+
+    return projection
 
 
 def _conditioning(v: np.ndarray) -> float:
+    """kappa = max over rows of max|V_i| / std(V_i)."""
     return float(np.max(np.max(np.abs(v), axis=-1) / np.std(v, axis=-1)))
 
 
 def _tolerance(bk: Backend, v: np.ndarray) -> float:
-    """8 (2 + kappa + log2 d) u, the rounding allowance derived in the module docstring."""
-    return 8 * (2 + _conditioning(v) + np.log2(v.shape[-1])) * bk.unit_roundoff
-
-
-def _largest(bk: Backend, x: Array) -> float:
-    """max |x| as a float (midpoints for balls)."""
-    return float(np.max(np.abs(bk.to_float64(x))))
+    """8 (2 + kappa + log2 d) u, the projection's relative rounding at the rows of v."""
+    return projection_allowance(bk.unit_roundoff, _conditioning(v), v.shape[-1])
 
 
 def check_projection_theorem(
@@ -65,15 +61,15 @@ def check_projection_theorem(
 
     `projection` is the map under test, P computed by `project_to_s1` by default; another
     map (say a layer norm with eps > 0) is checked against the same five properties.
+    Defects are relative to the size |sigma1| + sigma2 sqrt(d) of points of S1. The
+    normality check measures V - P(V) against P(V) - sigma1, known only to a relative
+    accuracy size / (sigma2 sqrt(d)), and a sampled point Q = P(W) carries the rounding
+    of its own row W: those two tolerances are scaled accordingly.
     """
     bk = backend(precision)
     v = np.asarray(v, dtype=np.float64)
     d = v.shape[-1]
-    if projection is None:
-
-        def projection(bk: Backend, x: Array) -> Array:
-            return project_to_s1(bk, x, sigma1, sigma2)
-
+    projection = projection or s1_projection(sigma1, sigma2)
     size = abs(sigma1) + sigma2 * np.sqrt(d)
     tolerance = _tolerance(bk, v)
     configuration = {
@@ -90,13 +86,13 @@ def check_projection_theorem(
         s1, s2 = bk.asarray(sigma1), bk.asarray(sigma2)
         mean, variance = bk.moments(p)
         std = bk.sqrt(variance)
-        off_s1 = max(_largest(bk, mean - s1), _largest(bk, std - s2)) / size
+        off_s1 = max(largest_magnitude(bk, mean - s1), largest_magnitude(bk, std - s2)) / size
 
         residual = x - p
         normal = p - s1
         residual -= bk.sum(residual, -1) / d
         along = bk.sum(residual * normal, -1) / bk.sum(normal * normal, -1)
-        tangential = _largest(bk, residual - along * normal) / (size + np.abs(v).max())
+        tangential = largest_magnitude(bk, residual - along * normal) / (size + np.abs(v).max())
 
         def distance(a: Array, b: Array) -> np.ndarray:
             gap = a - b
@@ -112,12 +108,10 @@ def check_projection_theorem(
         sampled_conditioning = max(_tolerance(bk, candidates) / tolerance, 1.0)
         # distances are of the size of V, and so are their rounding errors
         nearer = max(float(np.max(nearest - others)), 0.0) / (size + np.abs(v).max())
-
-        idempotent = _largest(bk, projection(bk, p) - p) / size
-        rescaled = max(_largest(bk, projection(bk, bk.asarray(c) * x) - p) for c in SCALE_FACTORS)
+    idempotent, rescaled = _idempotence_and_scale(bk, projection, v, size, configuration)
     return [
         check("P(V) lies on S1", off_s1, "max row |mean - sigma1|, |std - sigma2|, / size of S1"),
-        check("P is idempotent", idempotent, "max |P(P(V)) - P(V)| / size of S1"),
+        idempotent,
         check(
             "V - P(V) is normal to S1 at P(V)",
             tangential,
@@ -130,8 +124,71 @@ def check_projection_theorem(
             f"how much nearer the best of {samples * (1 + len(LOCAL_STEPS))} sampled points is",
             conditioning=sampled_conditioning,
         ),
-        check("P(cV) = P(V) for c > 0", rescaled / size, f"max over c in {SCALE_FACTORS}"),
+        rescaled,
     ]
+
+
+def check_projection_idempotence_and_scale(
+    v: np.ndarray,
+    sigma1: float,
+    sigma2: float,
+    *,
+    precision: str | Backend = "float64",
+    projection: Projection | None = None,
+    scales: Sequence[float] = SCALE_FACTORS,
+) -> list[ClaimCheck]:
+    """P(P(V)) = P(V) and P(cV) = P(V) for c > 0, P(V)_i = sigma2 (V_i - mean V_i) / std V_i
+    + sigma1 (`project_to_s1`, eps = 0, scalar gain). Domain: rows with var > 0.
+
+    `projection` replaces P (say a layer norm with eps > 0, which fails both). Defects are
+    max-abs over rows relative to size = |sigma1| + sigma2 sqrt(d); tolerance
+    8 (2 + kappa + log2 d) u.
+    """
+    bk = backend(precision)
+    v = finite_array("v", v)
+    if v.ndim < 2 or v.shape[-1] < 2:
+        raise InvalidInputError(f"v must have shape (..., N, d) with d >= 2, got {v.shape}")
+    c = finite_array("scales", scales)
+    if c.ndim != 1 or not len(c) or (c <= 0).any():
+        raise InvalidInputError(
+            f"scales must be a non-empty list of positive numbers, got {scales}"
+        )
+    size = abs(sigma1) + sigma2 * np.sqrt(v.shape[-1])
+    configuration = {
+        "precision": repr(bk), "shape": list(v.shape), "sigma1": sigma1, "sigma2": sigma2,
+        "conditioning": _conditioning(v),
+    }  # fmt: skip
+    projection = projection or s1_projection(sigma1, sigma2)
+    return list(_idempotence_and_scale(bk, projection, v, size, configuration, c))
+
+
+def _idempotence_and_scale(
+    bk: Backend,
+    projection: Projection,
+    v: np.ndarray,
+    size: float,
+    configuration: dict[str, object],
+    scales: Sequence[float] = SCALE_FACTORS,
+) -> tuple[ClaimCheck, ClaimCheck]:
+    """The checks P(P(V)) = P(V) and max over c in `scales` of P(cV) = P(V), / size."""
+    tolerance = _tolerance(bk, v)
+    with bk.active():
+        x = bk.asarray(v, "v")
+        p = projection(bk, x)
+        idempotent = largest_magnitude(bk, projection(bk, p) - p) / size
+        rescaled = max(largest_magnitude(bk, projection(bk, bk.asarray(s) * x) - p) for s in scales)
+    rescaled /= size
+    note = f"max over c in {[float(s) for s in scales]}, / size of S1"
+    return (
+        ClaimCheck(
+            "P is idempotent",
+            configuration,
+            idempotent,
+            tolerance,
+            "max |P(P(V)) - P(V)| / size of S1",
+        ),
+        ClaimCheck("P(cV) = P(V) for c > 0", configuration, rescaled, tolerance, note),
+    )
 
 
 def check_layer_norm_idempotence(
@@ -147,7 +204,9 @@ def check_layer_norm_idempotence(
     with bk.active():
         args = (bk.asarray(gain), bk.asarray(bias), bk.asarray(eps))
         once = layer_norm(bk, bk.asarray(v), *args)
-        defect = _largest(bk, layer_norm(bk, once, *args) - once) / _largest(bk, once)
+        defect = largest_magnitude(bk, layer_norm(bk, once, *args) - once) / largest_magnitude(
+            bk, once
+        )
     return ClaimCheck(
         claim="layer norm is idempotent (a projection)",
         configuration={

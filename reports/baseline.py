@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.experiments.base import Record
 from reports.render import sections
 from reports.store import write_atomically
 from reports.study import Study
@@ -30,11 +29,25 @@ ERROR_GROWTH = 2.0
 BASELINE_FILE = "baseline.json"
 
 
-def figures_of_merit(study: Study, records: dict[str, Record]) -> dict[str, dict[str, Any]]:
+def figures_of_merit(study: Study, records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {section.title: section.figures_of_merit for section in sections(study, records)}
 
 
-def save_baseline(study: Study, records: dict[str, Record], directory: str | Path) -> Path:
+def save_baseline(
+    study: Study,
+    records: dict[str, dict[str, Any]],
+    directory: str | Path,
+    source: str = "the results",
+) -> Path:
+    """Write the study's figures of merit to `directory`/baseline.json; every case of the
+    study must be among `records` (from `source`) and have finished."""
+    cases = study.cases()
+    missing = [case.id for case in cases if case.id not in records]
+    if missing:
+        raise TideError(
+            f"{source}: no stored result for {len(missing)} of the study's {len(cases)} "
+            f"cases (first: {missing[0]!r}); a baseline needs every case"
+        )
     failed = [r["id"] for r in records.values() if r["status"] != "ok"]
     if failed:
         raise TideError(f"cannot save a baseline with failed cases: {', '.join(failed)}")
@@ -85,7 +98,9 @@ def compare(name: str, old: dict[str, Any], new: dict[str, Any] | None) -> str |
     return None
 
 
-def check_against(baseline: dict[str, Any], study: Study, records: dict[str, Record]) -> list[str]:
+def check_against(
+    baseline: dict[str, Any], study: Study, records: dict[str, dict[str, Any]]
+) -> list[str]:
     """Every difference between the baseline and the study's new figures of merit."""
     if baseline.get("study") != study.name:
         raise TideError(f"the baseline is of study {baseline.get('study')!r}, not {study.name!r}")

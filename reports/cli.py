@@ -3,7 +3,7 @@
     tide report [STUDY ...] [--out DIR] [--jobs N | --scheduler ADDR | --dask-local N] [--resume]
     tide render [--study STUDY] --out DIR       re-render from the stored results alone
     tide list                                   experiment kinds, problems keys, methods, backends
-    tide baseline save DIR [STUDY] [--from DIR] store the figures of merit with tolerances
+    tide baseline save DIR [STUDY] [--results DIR2]  store the figures of merit with tolerances
     tide check --baseline DIR [STUDY]           recompute and compare with a baseline
     tide --version
 
@@ -25,9 +25,9 @@ from reports.experiments import EXPERIMENTS
 from reports.problems import PROBLEM_FIELDS
 from reports.render import FILES, render_report
 from reports.runner import run_study
-from reports.store import ResultStore
+from reports.store import ResultStore, stored_records
 from reports.study import Study, default_study, load_study
-from solvers.backends import BACKEND_NAMES
+from solvers.backends import REGISTRY
 from solvers.errors import TideError
 from solvers.methods import METHODS
 
@@ -76,9 +76,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _render(args: argparse.Namespace) -> int:
     study = load_study(args.study) if args.study else default_study()
-    records = ResultStore(args.out).records()
-    if not records:
-        raise TideError(f"{args.out}: no stored results to render (run `tide report` first)")
+    records = stored_records(args.out)
     render_report(study, records, args.out)
     print(f"rendered {args.out} from {len(records)} stored cases", file=sys.stderr)
     return 0
@@ -93,17 +91,23 @@ def _list(args: argparse.Namespace) -> int:
     for key, spec in PROBLEM_FIELDS.items():
         print(f"  {key} (default {spec.default!r})")
     print("methods: " + ", ".join(METHODS))
-    print("backends: " + ", ".join(BACKEND_NAMES) + " (mpmath and arb need digits)")
+    backends = [
+        name if factory.digits is None else f"{name} (digits {low} to {high})"
+        for name, factory in REGISTRY.items()
+        for low, high in [factory.digits or (None, None)]
+    ]
+    print("backends: " + ", ".join(backends))
     return 0
 
 
 def _baseline(args: argparse.Namespace) -> int:
     study = load_study(args.study) if args.study else default_study()
     if args.results:
-        records = ResultStore(args.results).records()
+        records, source = stored_records(args.results), args.results
     else:
-        records = run_study(study, ResultStore(Path(args.directory) / "run"), jobs=args.jobs)
-    path = save_baseline(study, records, args.directory)
+        source = str(Path(args.directory) / "run")
+        records = run_study(study, ResultStore(source), jobs=args.jobs)
+    path = save_baseline(study, records, args.directory, source)
     print(f"saved {path}", file=sys.stderr)
     return 0
 
@@ -131,6 +135,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="run cases in N local processes (joblib/loky; default 1: serial)",
     )
+
+
+def _add_study(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("study", nargs="?", metavar="STUDY", help="study file (default: built-in)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,9 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     baseline.add_argument("action", choices=["save"], help="what to do (save)")
     baseline.add_argument("directory", metavar="DIR", help="where to write baseline.json")
-    baseline.add_argument(
-        "study", nargs="?", metavar="STUDY", help="study file (default: built-in)"
-    )
+    _add_study(baseline)
     baseline.add_argument(
         "--results", metavar="DIR", help="use the results stored by `tide report --out DIR`"
     )
@@ -214,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         "its tolerance.",
     )
     check.add_argument("--baseline", required=True, metavar="DIR", help="a saved baseline")
-    check.add_argument("study", nargs="?", metavar="STUDY", help="study file (default: built-in)")
+    _add_study(check)
     check.add_argument(
         "--out",
         default="tide-check",

@@ -1,6 +1,6 @@
 """The built-in exactness study: the paper's exactness claims on fixed, seeded configurations.
 
-Each Case names a configuration, the function that checks it and the verdict MODEL.md
+Each Case names a configuration, the function that checks it and the verdict docs/model.md
 predicts; the "claims" experiment (reports.experiments.claims) runs them.
 """
 

@@ -11,15 +11,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as MplFigure
+
+from convergence.order import OrderEstimate
 
 
-def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
-    figure = Figure(figsize=(6.4, 4.4), layout="constrained")
+@dataclass
+class Figure:
+    """A named matplotlib figure of a report (saved as PNG and SVG, embedded in HTML)."""
+
+    name: str
+    caption: str
+    figure: MplFigure
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a title: lower case, runs of other characters as '-'."""
+    kept = "".join(c if c.isalnum() else "-" for c in text.lower())
+    return "-".join(part for part in kept.split("-") if part)
+
+
+def named_figure(title: str, caption: str, series: Sequence, draw: Callable[[], MplFigure]) -> list:
+    """[the Figure drawn by `draw`, named after `title`] when there are series, else []."""
+    return [Figure(slug(title), caption, draw())] if series else []
+
+
+def _axes(title: str, xlabel: str, ylabel: str) -> tuple[MplFigure, Any]:
+    figure = MplFigure(figsize=(6.4, 4.4), layout="constrained")
     axes = figure.add_subplot()
     axes.set_title(title, fontsize=10)
     axes.set_xlabel(xlabel)
@@ -31,11 +54,11 @@ def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
 def convergence_figure(
     title: str,
     xlabel: str,
-    series: Sequence[tuple[str, Sequence[float], Sequence[float], dict | None]],
-) -> Figure:
-    """Each series is (label, hs, errors, estimate as stored by OrderEstimate.to_json()),
-    drawn with its fitted power law and 95% band; an estimate None (a spectrally
-    converging series, which no power law fits) joins the points instead."""
+    series: Sequence[tuple[str, Sequence[float], Sequence[float], OrderEstimate | None]],
+) -> MplFigure:
+    """Each series is (label, hs, errors, order estimate), drawn with its fitted power law
+    and 95% band; an estimate None (a spectrally converging series, which no power law
+    fits) joins the points instead."""
     figure, axes = _axes(title, xlabel, "error")
     axes.set_xscale("log")
     axes.set_yscale("log")
@@ -45,28 +68,26 @@ def convergence_figure(
         if estimate is None:
             axes.plot(h[e > 0], e[e > 0], "o--", color=color, linewidth=1, label=label)
             continue
-        used = [i for i in estimate.get("used", []) if e[i] > 0]
-        dropped = [int(i) for i in estimate.get("dropped", {}) if e[int(i)] > 0]
-        order = estimate.get("order")
+        used = [i for i in estimate.used if e[i] > 0]
+        dropped = [i for i in estimate.dropped if e[i] > 0]
+        order = estimate.order
+        lo, hi = estimate.interval
         name = label
-        if order is not None and np.isfinite(order):
-            name += (
-                f": p = {order:.2f} [{estimate['interval'][0]:.2f}, {estimate['interval'][1]:.2f}]"
-            )
-        name += f", {estimate.get('verdict', '')}"
+        if np.isfinite(order):
+            name += f": p = {order:.2f} [{lo:.2f}, {hi:.2f}]"
+        name += f", {estimate.verdict}"
         axes.plot(h[used], e[used], "o", color=color, label=name)
         if dropped:
             axes.plot(h[dropped], e[dropped], "x", color=color, markersize=8)
-        if used and order is not None and np.isfinite(order):
+        if used and np.isfinite(order):
             x = np.geomspace(h[used].min(), h[used].max(), 50)
             centre_h = np.exp(np.log(h[used]).mean())
-            centre_e = estimate["constant"] * centre_h**order
+            centre_e = estimate.constant * centre_h**order
             axes.plot(x, centre_e * (x / centre_h) ** order, "-", color=color, linewidth=1)
-            lo, hi = estimate["interval"]
             if np.isfinite(lo) and np.isfinite(hi):
                 band = [centre_e * (x / centre_h) ** p for p in (lo, hi)]
                 axes.fill_between(x, np.minimum(*band), np.maximum(*band), color=color, alpha=0.15)
-    if any(estimate and estimate.get("dropped") for *_, estimate in series):
+    if any(estimate and estimate.dropped for *_, estimate in series):
         axes.plot([], [], "x", color="gray", label="dropped (pre-asymptotic or floor)")
     axes.legend(fontsize=7)
     return figure
@@ -80,7 +101,7 @@ def lines_figure(
     *,
     logx: bool = True,
     logy: bool = True,
-) -> Figure:
+) -> MplFigure:
     """Each series is (label, x, y), drawn as a line with markers."""
     figure, axes = _axes(title, xlabel, ylabel)
     if logx:
@@ -101,7 +122,7 @@ def map_figure(
     y: Sequence[float],
     values: np.ndarray,
     colorbar: str,
-) -> Figure:
+) -> MplFigure:
     """values[j, i] at (x[i], y[j]), with the numbers written in the cells."""
     figure, axes = _axes(title, xlabel, ylabel)
     axes.grid(False)

@@ -1,9 +1,8 @@
 """Render a study's stored records: report.md, report.html, figures, results.json, tables.tex.
 
-Everything comes from the records in the result store, so re-rendering needs no
-recomputation. Each experiment's kind renders its own Section; the claims table gathers
-their evidence per claim of the paper: refuted if any evidence refutes it, qualified if
-any qualifies it, verified if all verify it, "no evidence" if no experiment spoke to it.
+Everything comes from the stored records, so re-rendering needs no recomputation. Each
+experiment renders its own Section; the claims table gives each registered claim the worst
+verdict of its evidence (reports.claims), "no evidence" if no experiment spoke to it.
 """
 
 from __future__ import annotations
@@ -16,76 +15,46 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from reports.claims import NO_EVIDENCE, Claim, combined
 from reports.experiments import EXPERIMENTS
-from reports.experiments.base import Record, Section
+from reports.experiments.base import Section
 from reports.store import write_atomically
 from reports.study import Study
 from reports.tables import latex_table, markdown_table
 from solvers.provenance import versions
 
-PAPER_CLAIMS = (
-    "Layer norm (eps = 0, scalar gain) is the projection onto S1 (Theorem 3.1)",
-    "Torch-style layer norm (eps > 0 or per-feature gain and bias) is that projection",
-    "ReLU is the projection onto the non-negative orthant",
-    "The discretised equation (Lie, dt = 1) is exactly the Transformer",
-    "Multi-head attention is covered",
-    "The paper's six sub-steps are the post-LN layer",
-    "The Lie scheme (the Transformer) is a first-order discretisation of the flow",
-    "The time-step limit exists (continuous limit in time)",
-    "The time-step limit exists with torch-style LN (eps > 0, scalar gain)",
-    "The time-step limit exists with per-feature LN gain and bias",
-    "The grid discretisation converges to the continuous attention operator",
-    "High precision moves the rounding floor below the truncation error",
-    "The equation is well posed: u(T) depends continuously on data and controls",
-    "A trained-size Transformer is close to its continuous (time-step) limit",
-    "Near constant rows the LN projection is ill-conditioned: Lipschitz ~ sigma2 / std",
-    "Step-size stability follows the linearised flow where the linearisation applies",
-    "The framework covers the Vision Transformer (pre-LN, GELU)",
-    "The ViT's time-step limit exists, with the schemes' orders",
-    "The framework covers the Convolutional vision Transformer (CvT)",
-    "The CvT's time-step limit exists, with the schemes' orders",
-    "The vision flows have a token-grid limit (the network converges as its grid refines)",
-)
 FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
 
 
-def sections(study: Study, records: dict[str, Record]) -> list[Section]:
-    """One Section per experiment of the study, from its stored records."""
+def sections(study: Study, records: dict[str, dict[str, Any]]) -> list[Section]:
+    """One Section per experiment of the study, from its stored records (plain JSON, read
+    back into typed records by the experiment)."""
     out, order = [], {case.id: k for k, case in enumerate(study.cases())}
     ordered = sorted(records.values(), key=lambda r: order.get(r["id"], len(order)))
     for spec in study.experiments:
-        mine = [r for r in ordered if r["experiment"] == spec.name]
-        section = EXPERIMENTS[spec.kind].render(spec.name, mine)
-        failed = [r for r in mine if r["status"] != "ok"]
+        experiment = EXPERIMENTS[spec.kind]
+        mine = [experiment.read(r) for r in ordered if r["experiment"] == spec.name]
+        section = experiment.render(spec.name, mine)
+        failed = [r for r in mine if not r.ok]
         if failed:
             section.markdown += "\n**Failed cases:**\n\n" + "".join(
-                f"- `{r['id']}`: {r['error']}\n" for r in failed
+                f"- `{r.id}`: {r.error}\n" for r in failed
             )
         out.append(section)
     return out
 
 
 def claims_table(all_sections: list[Section]) -> list[list[str]]:
-    """Rows claim, verdict, evidence, in the order of PAPER_CLAIMS (then any others)."""
-    gathered: dict[str, list] = {}
+    """Rows claim, verdict, evidence, one per registered Claim in registry order."""
+    gathered: dict[Claim, list] = {claim: [] for claim in Claim}
     for section in all_sections:
         for item in section.evidence:
-            gathered.setdefault(item.claim, []).append((section.title, item))
+            gathered[item.claim].append((section.title, item))
     rows = []
-    for claim in [*PAPER_CLAIMS, *(c for c in gathered if c not in PAPER_CLAIMS)]:
-        items = gathered.get(claim, [])
-        verdicts = {item.verdict for _, item in items}
-        verdict = (
-            "no evidence"
-            if not items
-            else "refuted"
-            if "refuted" in verdicts
-            else "qualified"
-            if "qualified" in verdicts
-            else "verified"
-        )
+    for claim, items in gathered.items():
+        verdict = combined(item.verdict for _, item in items)
         evidence = "; ".join(f"{title}: {item.evidence}" for title, item in items) or "-"
-        rows.append([claim, verdict, evidence])
+        rows.append([claim.text, NO_EVIDENCE if verdict is None else str(verdict), evidence])
     return rows
 
 
@@ -95,7 +64,9 @@ def _png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def render_report(study: Study, records: dict[str, Record], out: str | Path) -> dict[str, Any]:
+def render_report(
+    study: Study, records: dict[str, dict[str, Any]], out: str | Path
+) -> dict[str, Any]:
     """Write every output file into `out`; return the results.json content."""
     out = Path(out)
     (out / "figures").mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,8 @@ def run_case(case: Case, single_threaded: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         with threadpool_limits(1 if single_threaded else None), np.errstate(all="ignore"):
-            result = EXPERIMENTS[case.kind].run(case.params, case.seed)
+            experiment = EXPERIMENTS[case.kind]
+            result = experiment.stored(case.params, experiment.run(case.params, case.seed))
         record |= {"status": "ok", "result": result, "error": None}
     except Exception as exc:  # a failing case is recorded; the study goes on
         lines = traceback.format_exception(exc)

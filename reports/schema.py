@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from solvers.backends import BACKEND_NAMES
+from solvers.backends import BACKEND_NAMES, REGISTRY
 from solvers.errors import TideError
 
 REQUIRED = object()
@@ -126,28 +126,32 @@ def orders_by(allowed: tuple[str, ...], what: str) -> Callable[[Any, str], dict[
     return parse
 
 
-HIGH_PRECISION = ("mpmath", "arb")
+HIGH_PRECISION = tuple(name for name, factory in REGISTRY.items() if factory.digits)
+"""The backends whose precision a study chooses (digits), from solvers.backends.REGISTRY."""
 
 
 def precision(value: Any, where: str) -> dict[str, Any]:
-    """A number system: "float64" (any float format), or {name = "mpmath" | "arb", digits = N}."""
+    """A number system of solvers.backends.REGISTRY: a fixed format by name ("float64"), or
+    {name = "mpmath" | "arb", digits = N} with N in the backend's range."""
     if isinstance(value, str):
-        if value in HIGH_PRECISION:
-            raise reject(
-                where, f"{value!r} needs digits: write {{ name = {value!r}, digits = 50 }}"
-            )
-        one_of(BACKEND_NAMES)(value, where)
-        return {"name": value, "digits": None}
+        name = one_of(BACKEND_NAMES)(value, where)
+        if name in HIGH_PRECISION:
+            raise reject(where, f"{name!r} needs digits: write {{ name = {name!r}, digits = 50 }}")
+        return {"name": name, "digits": None}
     if isinstance(value, dict):
         spec = table(
-            value,
-            where,
-            {"name": Field(one_of(BACKEND_NAMES)), "digits": Field(integer(10, 1000), None)},
+            value, where, {"name": Field(one_of(BACKEND_NAMES)), "digits": Field(integer(), None)}
         )
-        if spec["name"] in HIGH_PRECISION and spec["digits"] is None:
-            raise reject(f"{where}.digits", f"is required for {spec['name']!r} (10 to 1000)")
-        if spec["name"] not in HIGH_PRECISION and spec["digits"] is not None:
-            raise reject(f"{where}.digits", f"is only for mpmath and arb, not {spec['name']!r}")
+        name, digits, allowed = spec["name"], spec["digits"], REGISTRY[spec["name"]].digits
+        if allowed is None and digits is not None:
+            only = " and ".join(HIGH_PRECISION)
+            raise reject(f"{where}.digits", f"is only for {only}, not {name!r}")
+        if allowed is not None and digits is None:
+            raise reject(
+                f"{where}.digits", f"is required for {name!r} ({allowed[0]} to {allowed[1]})"
+            )
+        if allowed is not None:
+            integer(*allowed)(digits, f"{where}.digits")
         return spec
     raise reject(where, f"must be a backend name or a table {{ name, digits }}, got {value!r}")
 

@@ -61,3 +61,15 @@ class ResultStore:
         """Remove every record and leftover temporary file (a fresh, non-resumed run)."""
         for path in [*self.folder.glob("*.json"), *self.folder.glob("*.tmp")]:
             path.unlink()
+
+
+def stored_records(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The records stored under `directory` by `tide report --out directory`; a TideError
+    naming the folder when it holds none (it is not created)."""
+    folder = Path(directory) / "cases"
+    records = ResultStore(directory).records() if folder.is_dir() else {}
+    if not records:
+        raise TideError(
+            f"{directory}: no stored results in {folder} (run `tide report --out {directory}`)"
+        )
+    return records

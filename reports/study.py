@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.experiments import EXPERIMENTS
+from reports.experiments.base import Case
 from reports.schema import Field, StudyFileError, integer, one_of, reject, table, text
 
 STUDY_FIELDS = {
@@ -35,16 +36,6 @@ STUDY_FIELDS = {
     "description": Field(text, ""),
 }
 DEFAULT_STUDY = "default.toml"
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    experiment: str
-    kind: str
-    label: str
-    params: dict[str, Any]
-    seed: int
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from convergence.order import OrderEstimate
+
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -58,18 +60,30 @@ def number(x: Any, digits: int = 3) -> str:
     return "-" if not math.isfinite(x) else f"{x:.{digits}g}"
 
 
-def order_cells(estimate: dict) -> list[str]:
-    """order, 95% interval, verdict, expected, dropped levels (from OrderEstimate.to_json())."""
-    lo, hi = estimate["interval"]
+def number_rows(*columns: Sequence[Any]) -> list[list[str]]:
+    """Table rows of numbers, one column per sequence (all of one length)."""
+    return [[number(x) for x in row] for row in zip(*columns, strict=True)]
+
+
+def order_cells(estimate: OrderEstimate) -> list[str]:
+    """order, 95% interval, verdict, expected, dropped levels."""
+    lo, hi = estimate.interval
     interval = "-" if not math.isfinite(lo) else f"[{lo:.3f}, {hi:.3f}]"
-    dropped = ", ".join(f"{k}: {v.split(':')[0]}" for k, v in estimate["dropped"].items())
+    dropped = ", ".join(f"{k}: {v.split(':')[0]}" for k, v in estimate.dropped.items())
     return [
-        number(estimate["order"], 4),
+        number(estimate.order, 4),
         interval,
-        estimate["verdict"],
-        number(estimate["expected"]),
+        str(estimate.verdict),
+        number(estimate.expected),
         dropped or "none",
     ]
+
+
+def order_merit(estimate: OrderEstimate) -> dict[str, Any]:
+    """The figure of merit of an order estimate: its order, 95% interval and verdict
+    (reports.baseline keeps it inside the interval)."""
+    low, high = estimate.interval
+    return {"value": estimate.order, "low": low, "high": high, "verdict": str(estimate.verdict)}
 
 
 ORDER_HEADERS = ["order", "95% interval", "verdict", "expected", "dropped levels"]

@@ -1,30 +1,11 @@
-"""Convolutional attention (the CvT's) on the two-dimensional periodic token domain T^2.
+"""Convolutional attention (the CvT's) on the periodic token domain T^2 = [0, 1)^2.
 
-The tokens are points x of T^2 = [0, 1)^2 and the state a function f: T^2 -> R^d. The
-CvT's convolutional projection is a depth-wise convolution in the token variable, read
-as a local integral operator, followed by the attention's linear maps (per head h):
-
-    (C f)(x) = int_{T^2} kappa(x - y) f(y) dy          (every channel, kappa periodic)
-    q_h(x) = (C_q f)(x) Wq_h + bq_h,  k_h(y) = (C_k f)(y) Wk_h + bk_h,
-    v_h(y) = (C_v f)(y) Wv_h + bv_h,
-    A(f)(x) = sum_h [int exp(s q_h(x).k_h(y)) v_h(y) dy / int exp(s q_h(x).k_h(y)) dy] Wo_h
-              + bo
-
-(s the attention scale; the maps are a LayerWeights). On the n x n midpoint grid
-y_j = ((a + 1/2) h, (b + 1/2) h), h = 1/n, every integral becomes h^2 sum_j: the
-convolutions are the circular convolutions C_ij = h^2 kappa(y_i - y_j) of the grid values
-and the attention is the standard softmax over the grid tokens, in which h^2 cancels
-(solvers.operators.attention with token maps). A strided key/value projection evaluates
-k and v on the coarser grid of every `stride`-th point (weight (stride h)^2, which the
-softmax cancels too). At any point x (on or off the grid) the discrete operator is its
-Nystrom extension: the same sums with x in place of a grid point.
-
-As a flow (the CvT's layers in continuous depth), the matrices C_q, C_k, C_v on the grid
-are the token maps of a Problem whose u0 holds the grid values (`ConvProjection.matrices`).
-
-Domain: kappa and f continuous and 1-periodic in both variables. The midpoint rule
-converges like the smoothness of the integrands allows: faster than any power for
-smooth periodic kappa and f, order 2 when kappa has kinks (the tent kernel below).
+The convolutional projections are depth-wise convolutions in the token variable, local
+integral operators (C f)(x) = int kappa(x - y) f(y) dy applied before the attention's
+maps; on the n x n midpoint grid they are circular-convolution matrices, the token maps
+C_q, C_k, C_v of a Problem (strided keys and values: a coarser grid), and at any point
+the discrete operator is its Nystrom extension (docs/vision.md sections 2 and 3).
+Domain: kappa and f continuous and 1-periodic in both variables.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The right-hand side of the layer flow (docs/model.md section 3) in one backend.
 
-Two terms, each with the layer norm placed according to the problem's `norm`:
-
-    attention term  A(u)        (post, none)   A(P1(u))  (pre)    [+ forcing g(t)]
-                    (with the problem's token maps C_q, C_k, C_v inside A: the CvT)
-    FFN term        F(u)        (post, none)   F(P2(u))  (pre)
-
-For norm "post" the flow is u_t = Pi_T(u)[A(u) + F(u) + g(t)] on the constraint set of
-the layer's norm, and `project` puts a state onto it; for "pre" and "none" the flow is
-the sum of the terms and `project` and `tangent` are the identity. A manufactured
-solution u* supplies the forcing g(t) = u*_t - Pi_T(u*)[(A + F)(u*)] (MODEL.md section 5;
-for pre and none, without Pi_T), which joins the attention term; with it u* solves the
-flow exactly.
+Two terms, the attention term A (with the forcing of a manufactured solution, and the
+token maps of the CvT inside A) and the FFN term F, each seeing the state through the
+layer norm where the norm placement puts one; for post-LN the field is projected onto
+the tangent space of the constraint set, and `project` puts a state onto the set.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Quadrature rules and discretize(): continuous controls -> LayerWeights on a grid.
 
-Rules on [0, 1): "trapezoid" (uniform nodes i/n, weights 1/n: the periodic trapezoid
-rule, spectrally accurate for smooth periodic integrands), "midpoint" (nodes (i + 1/2)/n,
-order 2), "gauss-legendre" (spectral for smooth integrands).
-
-Discretisation (MODEL.md section 3): with feature nodes y_k (weights w^y), head-feature
-nodes eta_l (w^eta), hidden nodes z_j (w^z),
-
-    Wq_h = diag(w^y) kq_h(y_k, eta_l) diag(w^eta)   (the score's eta integral folded in)
-    Wk_h = diag(w^y) kk_h(y_k, eta_l),  Wv_h = diag(w^y) kv_h(y_k, eta_l)
-    Wo_h = diag(w^eta) ko_h(eta_l, y_m),  W1 = diag(w^y) k1(z_j, y_k)^T,  b1 = beta1(z_j)
-    W2 = diag(w^z) k2(y_m, z_j)^T,  b2 = beta2(y_m),  scale s,  norms (sigma2, sigma1),
-
-and the token weights w^x enter the attention scores as log w^x (Problem.token_weights),
-the feature weights w^y the layer norm's means and variances (Problem.feature_weights).
-On the uniform grid (trapezoid everywhere) this is a standard Transformer layer.
+Rules on [0, 1): "trapezoid" (nodes i/n, the periodic trapezoid rule), "midpoint" (nodes
+(i + 1/2)/n) and "gauss-legendre"; the kernels become weight matrices with the quadrature
+weights folded in, the token weights w^x enter the scores as log w^x and the feature
+weights w^y the norms' statistics (docs/model.md section 4). On the uniform grid this is
+a standard Transformer layer.
 """
 
 from __future__ import annotations

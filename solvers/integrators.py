@@ -2,13 +2,18 @@
 
 A field is a callable f(t, u) -> du/dt on backend arrays. Coefficients are exact
 fractions, rounded into the backend when used, so every method runs at any precision.
+Beside the tableaux, their algebra: stage error growth, the stability function R(z) and
+where |R| crosses 1 along a ray (docs/stability.md section 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+
+import numpy as np
 
 from solvers.backends import Array, Backend
 
@@ -54,6 +59,56 @@ def stage_growth(tableau: Tableau, x: float) -> float:
             alpha[stage] = x * sum(c * alpha[j] for j, c in enumerate(a[stage]) if j >= i)
         worst = max(worst, sum(c * w for c, w in zip(b, alpha, strict=True)))
     return worst
+
+
+def stability_function(tableau: Tableau) -> list[Fraction]:
+    """Coefficients c_0 .. c_s of R(z) = sum_k c_k z^k, c_0 = 1, c_k = b^T A^(k-1) 1: the
+    stability function of an explicit Runge-Kutta tableau (u' = lambda u gives
+    u_new = R(h lambda) u). Exact fractions."""
+    stages = len(tableau.b)
+    a = [[row[j] if j < len(row) else Fraction(0) for j in range(stages)] for row in tableau.a]
+    vector = [Fraction(1)] * stages
+    coefficients = [Fraction(1)]
+    for _ in range(stages):
+        coefficients.append(
+            sum((b * v for b, v in zip(tableau.b, vector, strict=True)), Fraction(0))
+        )
+        vector = [
+            sum((a[i][j] * vector[j] for j in range(stages)), Fraction(0)) for i in range(stages)
+        ]
+    return coefficients
+
+
+def ray_boundary(coefficients: Sequence[Fraction], angle: float) -> tuple[float, float]:
+    """(r*, g') along the ray z = r e^(i angle): r* the first r > 0 where |R(z)| crosses 1
+    upwards (0 if |R| > 1 right away, inf if never), g' = d|R|/dr there.
+
+    The crossings are the positive real roots of |R(r w)|^2 - 1, a polynomial in r with
+    real coefficients (w = e^(i angle)); numpy.roots finds them.
+    """
+    w = complex(math.cos(angle), math.sin(angle))
+    ray = np.array([complex(c) * w**k for k, c in enumerate(coefficients)])  # ascending in r
+    square = np.convolve(ray, ray.conj()).real
+    square[0] -= 1  # |R|^2 - 1, which vanishes at r = 0
+
+    def excess(r: float) -> float:
+        return float(np.polynomial.polynomial.polyval(r, square))
+
+    roots = np.roots(square[1:][::-1])  # |R|^2 - 1 = r q(r)
+    positive = sorted(
+        r.real for r in roots if r.real > 0 and abs(r.imag) <= 1e-9 * max(1.0, abs(r))
+    )
+    first = positive[0] if positive else math.inf
+    if excess(min(first, 1.0) * 1e-6) > 0:
+        return 0.0, math.nan  # |R| > 1 for small r: the ray leaves the region at once
+    for r in positive:
+        if excess(r * (1 + 1e-6)) > 0:
+            size = abs(np.polynomial.polynomial.polyval(r, ray))
+            derivative = np.polynomial.polynomial.polyval(
+                r, np.polynomial.polynomial.polyder(square)
+            ) / (2 * size)
+            return float(r), float(derivative)
+    return math.inf, math.nan
 
 
 def scaled(bk: Backend, h: Array, fraction: Fraction) -> Array:

@@ -9,7 +9,7 @@ seeded smooth families:
 - LegendreKernel: sum_{p,q < modes} c_pq P_p(2a - 1) P_q(2b - 1): smooth, not periodic.
 
 Coefficients are N(0, 1) * decay^(p + q). Any callable of the same form can stand in.
-A ContinuousLayer holds the kernels of MODEL.md section 3 for one layer (time-constant).
+A ContinuousLayer holds the kernels of docs/model.md section 3 for one layer (time-constant).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class SeriesFunction:
 
 @dataclass(frozen=True)
 class ContinuousLayer:
-    """The kernels of one layer (MODEL.md section 3); head h has kq[h], kk[h], kv[h], ko[h].
+    """The kernels of one layer (docs/model.md section 3); head h has kq[h], kk[h], kv[h], ko[h].
 
     kq, kk, kv map (y, eta) -> value, ko maps (eta, zeta); k1 maps (z, y), k2 (eta, z);
     beta1(z), beta2(eta); sigma1, sigma2 the layer-norm constraint; scale the temperature s.

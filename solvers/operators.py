@@ -1,4 +1,4 @@
-"""The discrete operators of MODEL.md section 1, written once against a backend.
+"""The discrete operators of docs/model.md section 1, written once against a backend.
 
 States are arrays of shape (..., N, d): N tokens (rows) of d features, with any number of
 leading batch axes. Weights act on the right.
@@ -28,6 +28,10 @@ TokenMap = Callable[[Array], Array]
 """A linear map in the token variable: takes (..., N, w) to (..., N', w), acting on axis -2."""
 
 
+Normalise = Callable[[Backend, Array], Array]
+"""Maps a head's scores (..., H, N, M) to its mixing weights (the row softmax by default)."""
+
+
 def attention(
     bk: Backend,
     u: Array,
@@ -50,6 +54,22 @@ def attention(
     tokens, C_q onto N' query points), or a selection of rows. B then has shape (N', M).
     Defined for every finite U; a row of B that is -inf everywhere is not allowed.
     """
+    outputs = attention_heads(bk, u, layer, score_bias, token_maps)[2]
+    return combine_heads(bk, outputs, layer)
+
+
+def attention_heads(
+    bk: Backend,
+    u: Array,
+    layer: BackendLayer,
+    score_bias: Array | None = None,
+    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+    normalise: Normalise | None = None,
+) -> tuple[Array, Array, Array]:
+    """Per head h: (P_h, V_h, O_h) with P_h = softmax_rows(s Q_h K_h^T + B), O_h = P_h V_h,
+    of shapes (..., H, N, M), (..., H, M, d_v), (..., H, N, d_v): the pieces `attention`
+    sums, for the checks that look inside a head. `normalise` replaces the row softmax.
+    """
     heads, d_k = layer.heads, layer.d_k
     width = heads * d_k
     qkv = bk.matmul(u, layer.w_qkv)
@@ -66,8 +86,16 @@ def attention(
     scores = bk.matmul(_split_heads(q, heads), np.swapaxes(_split_heads(k, heads), -1, -2))
     if score_bias is not None:
         scores += score_bias
-    mixed = np.swapaxes(bk.matmul(bk.softmax_(scores), _split_heads(v, heads)), -2, -3)
-    output = bk.matmul(mixed.reshape(*mixed.shape[:-2], heads * layer.d_v), layer.w_o)
+    weights = bk.softmax_(scores) if normalise is None else normalise(bk, scores)
+    values = _split_heads(v, heads)
+    return weights, values, bk.matmul(weights, values)
+
+
+def combine_heads(bk: Backend, outputs: Array, layer: BackendLayer) -> Array:
+    """sum_h O_h Wo_h + bo for head outputs O (..., H, N, d_v): the heads side by side
+    times the stacked Wo."""
+    joined = np.swapaxes(outputs, -2, -3)
+    output = bk.matmul(joined.reshape(*joined.shape[:-2], layer.heads * layer.d_v), layer.w_o)
     output += layer.b_o
     return output
 

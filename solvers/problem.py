@@ -21,7 +21,7 @@ class Problem:
     """Integrate the layer flow from u0 on [0, t_final] under `controls`.
 
     u0 has shape (N, d) or (B, N, d). `norm` places the layer norms ("post", "pre",
-    "none"; MODEL.md section 2). `causal` masks every token's attention to the tokens
+    "none"; docs/model.md section 2). `causal` masks every token's attention to the tokens
     before it. `token_weights` (N positive numbers, the token quadrature weights w^x)
     add log w^x to the attention scores; None means the uniform grid (no bias).
     `feature_weights` (d positive numbers summing to 1, the feature quadrature weights

@@ -1,17 +1,10 @@
 """The high-order reference integrator, with event location for the ReLU kinks.
 
-Extrapolation (Gragg-Bulirsch-Stoer) of order 2 * levels on the flow's tangent field,
-followed by the projection (post-LN). A fixed order above 8 is what makes the reference
-cheap at 50 digits: at order 20 a handful of steps per unit reach 1e-30, where an order-8
-method would need thousands (error ~ h^8).
-
-The FFN's relu makes the field only Lipschitz where a hidden pre-activation z = u W1 + b1
-crosses zero, and an extrapolation across a kink loses its order. With `events`, each
-step integrates the analytic continuation of the field with the activation pattern of
-its start held fixed (relu replaced by the 0/1 pattern); when a pre-activation changes
-sign over the step, the crossing time is located by the Illinois (modified regula falsi)
-iteration on z along that continuation, to the working precision, the step ends there,
-and the pattern entry flips. Between events the field is analytic and the order survives.
+Gragg-Bulirsch-Stoer extrapolation of order 2 * levels on the flow's tangent field, then
+the projection (docs/schemes.md section 3). With `events`, each step holds the activation
+pattern of its start fixed and ends at the first zero crossing of a hidden
+pre-activation, located by the Illinois iteration, so that the order survives the ReLU
+kinks (docs/schemes.md section 4).
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Time-stepping schemes as data: splittings, unsplit Runge-Kutta, and the paper's layer.
 
-A layer is two sub-steps, attention then feed-forward. The Lie scheme takes each as an
-explicit Euler step of its term with the layer norm placed according to `norm`:
-
-    post (PyTorch norm_first=False, the paper's scheme):  U <- P_k(U + dt G(U))
-    pre  (PyTorch norm_first=True, ViT):                  U <- U + dt G(P_k(U))
-    none:                                                 U <- U + dt G(U)
-
-with (G, P_k) = (A, norm1) and then (F, norm2); at dt = 1 it is one standard encoder
-layer. Strang takes half an attention step, a full FFN step and half an attention step.
-Each sub-step is a sub-solver (a Runge-Kutta tableau, or an accurate extrapolated
-sub-flow) applied to the ambient term G or to its tangent form Pi_T(u) G, followed by
-the projection (post-LN). Time-dependent terms split with the clock in the attention
-part: its sub-steps advance the time, the FFN sub-step holds it (order 2 for Strang).
-
-An unsplit method applies a tableau to the whole field, tangent Pi_T(u)[A + F] or
-ambient A + F, then projects. `paper_six_substeps` is the paper's own writing of the
-post-LN layer.
+A layer is two sub-steps, attention then feed-forward, each with the layer norm placed
+by `norm`; the Lie scheme takes each as an explicit Euler step, and at dt = 1 it is one
+standard encoder layer (docs/model.md section 2). Lie and Strang splittings are sequences
+of (term, fraction of the step, whether the clock advances) with a sub-solver on the
+ambient or tangent sub-field (docs/schemes.md sections 1 and 5); an unsplit method applies
+a tableau to the whole field, then projects (docs/schemes.md section 2).
 """
 
 from __future__ import annotations
@@ -178,7 +167,7 @@ def _splitting(kind: str, sub_solver: Tableau | None, sub_field: str) -> Splitti
     solver = "exact" if sub_solver is None else sub_solver.name
     name = f"{kind}-{solver}" + ("" if sub_field == "tangent" else "-ambient")
     # Lie is first order whatever its sub-solvers; Strang is order 2 only with sub-solvers
-    # of order >= 2 on the tangent sub-fields (MODEL.md section 4)
+    # of order >= 2 on the tangent sub-fields (docs/orders.md section 1)
     lifted = (sub_solver is None or sub_solver.order >= 2) and sub_field == "tangent"
     order = 2 if kind == "strang" and lifted else 1
     sequence = STRANG_SEQUENCE if kind == "strang" else LIE_SEQUENCE

@@ -1,19 +1,9 @@
-"""The Vision Transformer's preparation of the initial condition: patches, class token,
-position embeddings.
+"""The Vision Transformer's initial condition: patches, class token, position embeddings.
 
-An image batch X of shape (B, C, H, W) is cut into P = (H / p)(W / p) non-overlapping
-p x p patches in row-major order; patch (i, j) is the token at the point ((i + 1/2) p / H,
-(j + 1/2) p / W) of the two-dimensional token domain [0, 1)^2. Its embedding is the
-linear map of the flattened patch (channel, row, column order, as torch's Conv2d with
-kernel = stride = p):
-
-    e_ij = W vec(X[:, :, ip:(i+1)p, jp:(j+1)p]) + b        (W: (d, C, p, p), b: (d,))
-
-and u0 = [c; e_1; ...; e_P] + E with the class token c (d,) in front and the position
-embeddings E (1 + P, d). The ViT encoder is then the pre-LN flow with GELU (MODEL.md
-section 3 with F using GELU): `solve(Problem(u0, controls, L, norm="pre"), "lie", 1)` with
-layers whose activation is "gelu" is torch's TransformerEncoder(norm_first=True,
-activation="gelu") on u0.
+Patch (i, j) of an image batch (B, C, H, W) is a token at a point of the token domain
+[0, 1)^2; its embedding is torch's Conv2d with kernel = stride = p, the class token goes
+in front and the position embeddings are added. The ViT encoder is then the pre-LN flow
+with GELU (docs/vision.md section 1).
 """
 
 from __future__ import annotations

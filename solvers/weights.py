@@ -11,7 +11,7 @@ Weights act on the right (x @ W). For H heads with key width d_k and value width
                   or a per-feature vector of length d (torch-style layer norm)
     eps >= 0, scale > 0 (default 1 / sqrt(d_k))
 
-With eps = 0 and scalar gain > 0 a norm is the projection P onto S1 (MODEL.md section 1);
+With eps = 0 and scalar gain > 0 a norm is the projection P onto S1 (docs/model.md section 1);
 otherwise it is the torch-style layer norm, which is not a projection.
 """
 

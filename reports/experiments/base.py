@@ -1,48 +1,60 @@
-"""What an experiment kind is: its keys, how it splits into cases, how a case runs, and
-how its finished cases are rendered.
+"""What an experiment kind is: its keys, its cases, how each kind of case runs, and how its
+stored records render.
 
-A study file's [[experiment]] table names a `kind` (a registered Experiment) and the
-kind's keys. `cases(params)` turns the checked keys into independent cases, each a
-label and plain JSON parameters; `run(case_params, seed)` computes one case in any
-process and returns plain JSON data; `render(records)` turns the stored records of
-one experiment into a report Section (Markdown, figures, LaTeX rows, claim evidence).
+`cases(params)` splits the checked keys into cases (a label and plain JSON parameters).
+A case's "case" key (default: the experiment's kind) names its `CaseKind`, whose `run`
+returns a result dataclass of type `result`; the runner stores it as JSON (with that
+"case" key) and rendering reads each record back into a typed `Record`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from reports.claims import Evidence
+from reports.figures import Figure
 from reports.schema import Field
+from solvers.errors import TideError
+from solvers.records import from_json, to_json
+
+R = TypeVar("R")
+CASE = "case"
+"""The case parameter (and result key) naming a case's kind in experiments of several."""
 
 
-def slug(text: str) -> str:
-    """A file-name-safe form of a title: lower case, runs of other characters as '-'."""
-    kept = "".join(c if c.isalnum() else "-" for c in text.lower())
-    return "-".join(part for part in kept.split("-") if part)
+@dataclass(frozen=True)
+class Case:
+    """One independent computation of a study: id "<experiment>/<label>", its experiment's
+    name and kind, plain JSON parameters and a seed."""
+
+    id: str
+    experiment: str
+    kind: str
+    label: str
+    params: dict[str, Any]
+    seed: int
 
 
-Record = dict[str, Any]
-"""A stored case: id, experiment, kind, label, params, seed, status, result or error."""
+@dataclass(frozen=True)
+class Record(Case, Generic[R]):
+    """A stored case read back: status, typed result (None if it failed) and error."""
+
+    status: str
+    result: R | None
+    error: str | None = None
+    wall_time: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
-@dataclass
-class Figure:
-    """A named matplotlib figure of a report (saved as PNG and SVG, embedded in HTML)."""
-
-    name: str
-    caption: str
-    figure: Any
-
-
-@dataclass
-class Evidence:
-    """A claim of the paper, the verdict this experiment supports, and why."""
-
-    claim: str
-    verdict: str  # "verified", "qualified" or "refuted"
-    evidence: str
+def results(records: list[Record[R]]) -> list[R]:
+    """The results of the finished records, in order."""
+    return [r.result for r in records if r.ok]
 
 
 @dataclass
@@ -58,11 +70,21 @@ class Section:
     """Numbers a baseline keeps: {name: {"value": x, "low": a, "high": b}}; see baseline.py."""
 
 
-def order_merit(estimate: dict[str, Any]) -> dict[str, Any]:
-    """The figure of merit of a stored OrderEstimate: its order, 95% interval and verdict
-    (reports.baseline keeps it inside the interval)."""
-    low, high = estimate["interval"]
-    return {"value": estimate["order"], "low": low, "high": high, "verdict": estimate["verdict"]}
+def extended(cls: type[R], result: Any, **more: Any) -> R:
+    """An instance of `cls` (a dataclass extending `result`'s type) with `result`'s fields
+    and `more`."""
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.init}
+    return cls(**fields, **more)
+
+
+@dataclass(frozen=True)
+class CaseKind(Generic[R]):
+    """How one kind of case runs, the type of its result, and (in experiments of several
+    kinds) how its finished results render as a part of the section."""
+
+    run: Callable[[dict[str, Any], int], R]
+    result: type[R]
+    render: Callable[[str, list[R]], Section] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,5 +93,79 @@ class Experiment:
     summary: str
     fields: dict[str, Field]
     cases: Callable[[dict[str, Any]], list[tuple[str, dict[str, Any]]]]
-    run: Callable[[dict[str, Any], int], dict[str, Any]]
+    case_kinds: Mapping[str, CaseKind]
     render: Callable[[str, list[Record]], Section]
+
+    def case_kind(self, params: Mapping[str, Any]) -> CaseKind:
+        return self.case_kinds[params.get(CASE, self.kind)]
+
+    def run(self, params: dict[str, Any], seed: int) -> Any:
+        """The result of one case (a dataclass of its case kind's result type)."""
+        return self.case_kind(params).run(params, seed)
+
+    def stored(self, params: Mapping[str, Any], result: Any) -> dict[str, Any]:
+        """The JSON record of a case's result (led by its case kind, if it names one)."""
+        data = to_json(result)
+        return {CASE: params[CASE]} | data if CASE in params else data
+
+    def read(self, stored: Mapping[str, Any]) -> Record:
+        """A stored record (plain JSON) with its result read back into its type."""
+        result = None
+        if stored["status"] == "ok":
+            wanted = self.case_kind(stored["params"]).result
+            data = {k: v for k, v in stored["result"].items() if k != CASE}
+            try:
+                result = from_json(wanted, data)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise TideError(
+                    f"stored case {stored['id']!r} does not read as {wanted.__name__}: {exc}"
+                ) from None
+        return Record(
+            stored["id"], stored["experiment"], stored["kind"], stored["label"],
+            stored["params"], stored["seed"], stored["status"], result,
+            stored.get("error"), stored.get("wall_time", 0.0),
+        )  # fmt: skip
+
+
+def by_case_kind(
+    kind: str,
+    summary: str,
+    fields: dict[str, Field],
+    case_kinds: Mapping[str, CaseKind],
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] = dict,
+    separator: str = "\n",
+) -> Experiment:
+    """An experiment with one case per case kind (labelled by its name; the parameters
+    pass through `prepare` first), whose section joins the kinds' parts in table order."""
+
+    def cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return [(name, prepare(params) | {CASE: name}) for name in case_kinds]
+
+    return Experiment(kind, summary, fields, cases, case_kinds, parts_render(case_kinds, separator))
+
+
+def parts_render(
+    case_kinds: Mapping[str, CaseKind], separator: str = "\n"
+) -> Callable[[str, list[Record]], Section]:
+    """The render of an experiment of several case kinds: each kind's part, in table order,
+    from the finished records of that kind, joined into one Section."""
+
+    def render(title: str, records: list[Record]) -> Section:
+        parts = []
+        for name, case_kind in case_kinds.items():
+            mine = [r.result for r in records if r.ok and r.params.get(CASE) == name]
+            if mine:
+                parts.append(case_kind.render(title, mine))
+        merit: dict[str, Any] = {}
+        for part in parts:
+            merit |= part.figures_of_merit
+        return Section(
+            title,
+            separator.join(p.markdown for p in parts),
+            [f for p in parts for f in p.figures],
+            "".join(p.latex for p in parts),
+            [e for p in parts for e in p.evidence],
+            merit,
+        )
+
+    return render

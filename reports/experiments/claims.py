@@ -1,19 +1,20 @@
 """The paper's exactness claims (reports.exactness) as a study experiment, one case per check.
 
 kind "claims" has no keys. Each case rebuilds the built-in list of exactness cases and
-runs entry `index`, after checking that its label is the one the study expanded (a
-worker without torch would otherwise run a different case).
+runs entry `index`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from properties.claim_check import CheckVerdict, ClaimCheck
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.exactness import exactness_cases
-from reports.experiments.base import Evidence, Experiment, Record, Section
+from reports.experiments.base import CaseKind, Experiment, Record, Section, results
 from reports.tables import latex_table, markdown_table, number
 from solvers.errors import InvalidInputError
-from solvers.records import to_json
 
 GROUPS = (
     ("Lie dt=1", "transformer"),
@@ -23,111 +24,120 @@ GROUPS = (
 )
 
 
+@dataclass(frozen=True)
+class ExactnessResult:
+    """One exactness case: its label, the verdict docs/model.md predicts, and its checks."""
+
+    label: str
+    predicted: CheckVerdict
+    checks: list[ClaimCheck]
+
+    @property
+    def group(self) -> str:
+        return next((key for prefix, key in GROUPS if self.label.startswith(prefix)), "other")
+
+
 def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(case.label, {"index": k}) for k, case in enumerate(exactness_cases())]
 
 
-def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+def run(case: dict[str, Any], seed: int) -> ExactnessResult:
     cases = exactness_cases()
     if case["index"] >= len(cases):
         raise InvalidInputError(f"there is no exactness case {case['index']} on this machine")
     chosen = cases[case["index"]]
-    return {
-        "label": chosen.label,
-        "predicted": chosen.expectation,
-        "checks": [to_json(check) for check in chosen.run()],
-    }
+    return ExactnessResult(chosen.label, CheckVerdict(chosen.expectation), chosen.run())
 
 
-def render(title: str, records: list[Record]) -> Section:
-    rows, groups = [], {}
-    for record in records:
-        if record["status"] != "ok":
-            continue
-        result = record["result"]
-        for check in result["checks"]:
-            as_predicted = check["verdict"] == result["predicted"]
-            rows.append(
-                [
-                    check["claim"],
-                    result["label"],
-                    check["verdict"],
-                    "as predicted" if as_predicted else f"NOT AS PREDICTED ({result['predicted']})",
-                    number(check["defect"]),
-                    number(check["tolerance"]),
-                ]
-            )
-            key = next(
-                (key for prefix, key in GROUPS if result["label"].startswith(prefix)), "other"
-            )
-            groups.setdefault(key, []).append((check, result))
-    headers = ["claim", "configuration", "verdict", "predicted", "defect", "tolerance"]
-    evidence = []
+Checks = list[tuple[ClaimCheck, ExactnessResult]]
 
-    def count(key: str, verdict: str) -> tuple[int, int]:
-        entries = groups.get(key, [])
-        return sum(c["verdict"] == verdict for c, _ in entries), len(entries)
 
-    holds, total = count("theorem", "holds")
-    if total:
-        evidence.append(
+def _holds(entries: Checks) -> int:
+    return sum(check.verdict == CheckVerdict.HOLDS for check, _ in entries)
+
+
+def evidence(groups: dict[str, Checks]) -> list[Evidence]:
+    """The claims' verdicts from the checks by group; each check holds when its defect is
+    within its tolerance (a multiple of its precision's unit roundoff)."""
+    found = []
+    if theorem := groups.get("theorem"):
+        found.append(
             Evidence(
-                "Layer norm (eps = 0, scalar gain) is the projection onto S1 (Theorem 3.1)",
-                "verified" if holds == total else "refuted",
-                f"{holds} of {total} checks of the five parts hold in every number system",
+                Claim.PROJECTION_THEOREM,
+                verified_or(_holds(theorem) == len(theorem), ClaimVerdict.REFUTED),
+                f"{_holds(theorem)} of {len(theorem)} checks of the five parts hold in every "
+                "number system",
             )
         )
-    entries = groups.get("idempotence", [])
-    if entries:
-        failing = [r["label"] for c, r in entries if c["verdict"] == "fails"]
-        evidence.append(
+    if entries := groups.get("idempotence"):
+        failing = [r.label for c, r in entries if c.verdict == CheckVerdict.FAILS]
+        found.append(
             Evidence(
-                "Torch-style layer norm (eps > 0 or per-feature gain and bias) is that projection",
-                "qualified" if failing else "verified",
+                Claim.TORCH_LAYER_NORM,
+                verified_or(not failing, ClaimVerdict.QUALIFIED),
                 f"not idempotent in {len(failing)} of {len(entries)} configurations: "
                 + "; ".join(failing),
             )
         )
-    holds, total = count("transformer", "holds")
-    if total:
-        multi = [r["label"] for c, r in groups["transformer"] if "heads=1 " not in r["label"]]
-        verdict = "verified" if holds == total else "refuted"
-        evidence.append(
+    if stacks := groups.get("transformer"):
+        agree = _holds(stacks) == len(stacks)
+        found.append(
             Evidence(
-                "The discretised equation (Lie, dt = 1) is exactly the Transformer",
-                verdict,
-                f"{holds} of {total} stacks agree with the textbook encoder and torch to rounding",
+                Claim.LIE_IS_TRANSFORMER,
+                verified_or(agree, ClaimVerdict.REFUTED),
+                f"{_holds(stacks)} of {len(stacks)} stacks agree with the textbook encoder and "
+                "torch to rounding",
             )
         )
-        evidence.append(
+        multi = [(c, r) for c, r in stacks if "heads=1 " not in r.label]
+        found.append(
             Evidence(
-                "Multi-head attention is covered",
-                verdict,
-                f"{len(multi)} of the agreeing stacks have several heads",
+                Claim.MULTI_HEAD,
+                verified_or(bool(multi) and _holds(multi) == len(multi), ClaimVerdict.REFUTED),
+                f"{_holds(multi)} of the agreeing stacks have several heads",
             )
         )
-    entries = groups.get("six", [])
-    if entries:
-        eps_zero = [c for c, r in entries if "eps=0.0 " in r["label"]]
-        ok = all(c["verdict"] == "holds" for c in eps_zero)
-        evidence.append(
+    if six := groups.get("six"):
+        eps_zero = [(c, r) for c, r in six if "eps=0.0 " in r.label]
+        exact = _holds(eps_zero) == len(eps_zero)
+        verdict = verified_or(_holds(six) == len(six), ClaimVerdict.QUALIFIED)
+        found.append(
             Evidence(
-                "The paper's six sub-steps are the post-LN layer",
-                "qualified" if ok else "refuted",
-                f"exact with eps = 0 ({sum(c['verdict'] == 'holds' for c in eps_zero)} of "
-                f"{len(eps_zero)} checks hold); with eps > 0 the halving "
-                "u5 = (u4 + u2) / 2 changes the result (checks fail as predicted)",
+                Claim.SIX_SUBSTEPS,
+                verdict if exact else ClaimVerdict.REFUTED,
+                f"exact with eps = 0 ({_holds(eps_zero)} of {len(eps_zero)} checks hold); "
+                f"with eps > 0 {_holds(six) - _holds(eps_zero)} of {len(six) - len(eps_zero)} "
+                "hold: the halving u5 = (u4 + u2) / 2 changes the result",
             )
         )
+    return found
+
+
+def render(title: str, records: list[Record[ExactnessResult]]) -> Section:
+    rows, groups = [], {}
+    for result in results(records):
+        for check in result.checks:
+            as_predicted = check.verdict == result.predicted
+            rows.append(
+                [
+                    check.claim,
+                    result.label,
+                    str(check.verdict),
+                    "as predicted" if as_predicted else f"NOT AS PREDICTED ({result.predicted})",
+                    number(check.defect),
+                    number(check.tolerance),
+                ]
+            )
+            groups.setdefault(result.group, []).append((check, result))
+    headers = ["claim", "configuration", "verdict", "predicted", "defect", "tolerance"]
     unexpected = sum("NOT AS PREDICTED" in row[3] for row in rows)
     markdown = (
-        f"{len(rows)} checks, {unexpected} not as MODEL.md predicts. Tolerances derive from "
+        f"{len(rows)} checks, {unexpected} not as docs/model.md predicts. Tolerances derive from "
         "each number system's unit roundoff.\n\n" + markdown_table(headers, rows)
     )
     merit = {"claims.unexpected": {"value": unexpected, "low": 0, "high": 0}}
-    return Section(
-        title, markdown, [], latex_table("Exactness claims", headers, rows), evidence, merit
-    )
+    latex = latex_table("Exactness claims", headers, rows)
+    return Section(title, markdown, [], latex, evidence(groups), merit)
 
 
 CLAIMS = Experiment(
@@ -136,6 +146,6 @@ CLAIMS = Experiment(
     "six sub-steps, Theorem 3.1, idempotence of torch-style LN)",
     {},
     _cases,
-    run,
+    {"claims": CaseKind(run, ExactnessResult)},
     render,
 )

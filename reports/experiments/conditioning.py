@@ -13,12 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from properties.conditioning import attention_conditioning, layer_norm_conditioning
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
-from reports.figures import lines_figure
+from properties.claim_check import CheckVerdict
+from properties.conditioning import (
+    AttentionConditioning,
+    LayerNormConditioning,
+    attention_conditioning,
+    layer_norm_conditioning,
+)
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
+from reports.experiments.base import CaseKind, Section, by_case_kind
+from reports.figures import Figure, lines_figure, slug
 from reports.schema import Field, array_of, integer, number
-from reports.tables import markdown_table
-from reports.tables import number as cell
+from reports.tables import markdown_table, number_rows
 from solvers import LayerWeights
 
 FIELDS = {
@@ -29,116 +35,93 @@ FIELDS = {
 }
 
 
-def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        ("layer-norm", params | {"case": "layer-norm"}),
-        ("attention", params | {"case": "attention"}),
-    ]
+def _layer_norm(case: dict[str, Any], seed: int) -> LayerNormConditioning:
+    return layer_norm_conditioning(case["stds"], d=case["d"], seed=seed)
 
 
-def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
-    if case["case"] == "layer-norm":
-        result = layer_norm_conditioning(case["stds"], d=case["d"], seed=seed)
-    else:
-        rng = np.random.default_rng(seed)
-        layer = LayerWeights.random(case["d"], 2 if case["d"] % 2 == 0 else 1, 2 * case["d"], rng)
-        u = rng.standard_normal((case["tokens"], case["d"]))
-        result = attention_conditioning(layer, u, case["betas"])
-    return {"case": case["case"]} | result.to_json()
+def _attention(case: dict[str, Any], seed: int) -> AttentionConditioning:
+    rng = np.random.default_rng(seed)
+    layer = LayerWeights.random(case["d"], 2 if case["d"] % 2 == 0 else 1, 2 * case["d"], rng)
+    u = rng.standard_normal((case["tokens"], case["d"]))
+    return attention_conditioning(layer, u, case["betas"])
 
 
-def render(title: str, records: list[Record]) -> Section:
-    by_case = {r["result"]["case"]: r["result"] for r in records if r["status"] == "ok"}
-    parts, figures, evidence, merit = [], [], [], {}
-    ln = by_case.get("layer-norm")
-    if ln:
-        parts.append(
-            f"**Layer-norm projection near constant rows.** log L against log std: slope "
-            f"{float(ln['slope']):.6f} [{float(ln['slope_interval'][0]):.6f}, "
-            f"{float(ln['slope_interval'][1]):.6f}], constant {float(ln['constant']):.6g} "
-            f"(expected sigma2 = {float(ln['expected_constant']):g}) over "
-            f"{float(ln['decades']):.1f} decades: {ln['verdict']}.\n\n"
-            + markdown_table(
-                ["std", "Lipschitz constant", "L x std"],
-                [
-                    [cell(s), cell(x), cell(y)]
-                    for s, x, y in zip(ln["stds"], ln["lipschitz"], ln["scaled"], strict=True)
-                ],
-            )
+def layer_norm_evidence(ln: LayerNormConditioning) -> Evidence:
+    """Verified when log L against log std has slope -1 and constant sigma2 (each inside
+    its 95% interval or within the study's tolerance: its verdict holds), else refuted."""
+    return Evidence(
+        Claim.LAYER_NORM_CONDITIONING,
+        verified_or(ln.verdict == CheckVerdict.HOLDS, ClaimVerdict.REFUTED),
+        f"slope {ln.slope:.4f} over {ln.decades:.1f} decades, {ln.verdict} (slope -1 and "
+        f"constant sigma2 within {ln.inputs['tolerance']:g})",
+    )
+
+
+def _layer_norm_render(title: str, cases: list[LayerNormConditioning]) -> Section:
+    ln = cases[0]
+    markdown = (
+        f"**Layer-norm projection near constant rows.** log L against log std: slope "
+        f"{ln.slope:.6f} [{ln.slope_interval[0]:.6f}, {ln.slope_interval[1]:.6f}], constant "
+        f"{ln.constant:.6g} (expected sigma2 = {ln.expected_constant:g}) over "
+        f"{ln.decades:.1f} decades: {ln.verdict}.\n\n"
+        + markdown_table(
+            ["std", "Lipschitz constant", "L x std"],
+            number_rows(ln.stds, ln.lipschitz, ln.scaled),
         )
-        figures.append(
-            Figure(
-                slug(f"{title} layer norm"),
-                "P's Lipschitz constant against std.",
-                lines_figure(
-                    f"{title}: layer norm",
-                    "row std",
-                    "Lipschitz constant",
-                    [("measured", ln["stds"], [float(x) for x in ln["lipschitz"]])],
+    )
+    figure = Figure(
+        slug(f"{title} layer norm"),
+        "P's Lipschitz constant against std.",
+        lines_figure(
+            f"{title}: layer norm",
+            "row std",
+            "Lipschitz constant",
+            [("measured", ln.stds, ln.lipschitz)],
+        ),
+    )
+    merit = {"layer_norm.slope": {"value": ln.slope, "low": -1.05, "high": -0.95}}
+    return Section(title, markdown, [figure], "", [layer_norm_evidence(ln)], merit)
+
+
+def _attention_render(title: str, cases: list[AttentionConditioning]) -> Section:
+    attention = cases[0]
+    rows = number_rows(
+        attention.betas, attention.lipschitz, attention.saturation, attention.distance_to_hard
+    )
+    markdown = (
+        f"**Attention against the inverse temperature beta.** Growth exponent of the "
+        f"Lipschitz constant on the large-beta tail {attention.growth.slope:.3f}; hard "
+        f"attention's constant {attention.hard_lipschitz:.4g}; distance to hard "
+        f"attention decays at rate {-attention.decay.slope:.4g} against the "
+        f"score gap {attention.score_gap:.4g}.\n\n"
+        + markdown_table(["beta", "Lipschitz constant", "saturation", "distance to hard"], rows)
+    )
+    figure = Figure(
+        slug(f"{title} attention"),
+        "Attention against beta.",
+        lines_figure(
+            f"{title}: attention",
+            "beta",
+            "size",
+            [
+                ("Lipschitz constant", attention.betas, attention.lipschitz),
+                (
+                    "distance to hard attention",
+                    attention.betas,
+                    [max(x, 1e-18) for x in attention.distance_to_hard],
                 ),
-            )
-        )
-        evidence.append(
-            Evidence(
-                "Near constant rows the LN projection is ill-conditioned: Lipschitz ~ sigma2 / std",
-                "verified" if ln["verdict"] == "holds" else "refuted",
-                f"slope {float(ln['slope']):.4f} over {float(ln['decades']):.1f} decades "
-                "(MODEL.md section 4)",
-            )
-        )
-        merit["layer_norm.slope"] = {"value": float(ln["slope"]), "low": -1.05, "high": -0.95}
-    attention = by_case.get("attention")
-    if attention:
-        rows = [
-            [cell(b), cell(x), cell(s), cell(h)]
-            for b, x, s, h in zip(
-                attention["betas"],
-                attention["lipschitz"],
-                attention["saturation"],
-                attention["distance_to_hard"],
-                strict=True,
-            )
-        ]
-        growth = attention["growth"]
-        parts.append(
-            f"**Attention against the inverse temperature beta.** Growth exponent of the "
-            f"Lipschitz constant on the large-beta tail {float(growth['slope']):.3f}; hard "
-            f"attention's constant {float(attention['hard_lipschitz']):.4g}; distance to hard "
-            f"attention decays at rate {-float(attention['decay']['slope']):.4g} against the "
-            f"score gap {float(attention['score_gap']):.4g}.\n\n"
-            + markdown_table(["beta", "Lipschitz constant", "saturation", "distance to hard"], rows)
-        )
-        figures.append(
-            Figure(
-                slug(f"{title} attention"),
-                "Attention against beta.",
-                lines_figure(
-                    f"{title}: attention",
-                    "beta",
-                    "size",
-                    [
-                        (
-                            "Lipschitz constant",
-                            attention["betas"],
-                            [float(x) for x in attention["lipschitz"]],
-                        ),
-                        (
-                            "distance to hard attention",
-                            attention["betas"],
-                            [max(float(x), 1e-18) for x in attention["distance_to_hard"]],
-                        ),
-                    ],
-                ),
-            )
-        )
-    return Section(title, "\n".join(parts), figures, "", evidence, merit)
+            ],
+        ),
+    )
+    return Section(title, markdown, figures=[figure])
 
 
-CONDITIONING = Experiment(
+CONDITIONING = by_case_kind(
     "conditioning",
     "conditioning of the LN projection near constant rows and of attention against beta",
     FIELDS,
-    _cases,
-    run,
-    render,
+    {
+        "layer-norm": CaseKind(_layer_norm, LayerNormConditioning, _layer_norm_render),
+        "attention": CaseKind(_attention, AttentionConditioning, _attention_render),
+    },
 )

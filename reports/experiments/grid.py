@@ -7,23 +7,18 @@ rule. A rule whose local order reaches 10 is reported as spectral.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from convergence.grid import AXES, grid_study
-from reports.experiments.base import (
-    Evidence,
-    Experiment,
-    Figure,
-    Record,
-    Section,
-    order_merit,
-    slug,
-)
-from reports.figures import convergence_figure
+from convergence.grid import AXES, GridStudy, grid_study
+from convergence.order import OrderVerdict
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
+from reports.experiments.base import CaseKind, Experiment, Record, Section, extended, results
+from reports.figures import convergence_figure, named_figure
 from reports.schema import Field, array_of, integer, one_of, orders_by
-from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
+from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
 from reports.tables import number as cell
 from solvers.grids import RULES
 from solvers.kernels import ContinuousLayer, SeriesKernel
@@ -49,7 +44,14 @@ def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GridRun(GridStudy):
+    """A grid study on the data of one kernel family."""
+
+    family: str
+
+
+def run(case: dict[str, Any], seed: int) -> GridRun:
     layer = ContinuousLayer.random(seed, heads=2, family=case["family"])
     f = SeriesKernel.random(np.random.default_rng(seed + 1), case["family"])
     study = grid_study(
@@ -62,60 +64,66 @@ def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
         seed=seed,
         expected=case["expected"],
     )
-    return study.to_json() | {"family": case["family"]}
+    return extended(GridRun, study, family=case["family"])
 
 
-def render(title: str, records: list[Record]) -> Section:
-    done = [r["result"] for r in records if r["status"] == "ok"]
+def converges(study: GridStudy) -> bool:
+    """Whether a grid study shows convergence: spectral (a local order reaches
+    convergence.grid.SPECTRAL_ORDER), or an order estimate that PASSes (against the
+    expected order when one is given)."""
+    return study.spectral or study.estimate.verdict == OrderVerdict.PASS
+
+
+def render(title: str, records: list[Record[GridRun]]) -> Section:
+    done = results(records)
     rows, series, merit = [], [], {}
     for result in done:
-        estimate = result["estimate"]
-        kind = "spectral" if result["spectral"] else "algebraic"
+        kind = "spectral" if result.spectral else "algebraic"
         rows.append(
             [
-                result["rule"],
-                result["family"],
-                result["axis"],
-                *order_cells(estimate),
+                result.rule,
+                result.family,
+                result.axis,
+                *order_cells(result.estimate),
                 kind,
-                cell(result["errors"][-1]),
+                cell(result.errors[-1]),
             ]
         )
         series.append(
             (
-                f"{result['rule']}: spectral" if result["spectral"] else result["rule"],
-                [1 / n for n in result["sizes"]],
-                result["errors"],
-                None if result["spectral"] else estimate,
+                f"{result.rule}: spectral" if result.spectral else result.rule,
+                [1 / n for n in result.sizes],
+                result.errors,
+                None if result.spectral else result.estimate,
             )
         )
-        merit[f"{result['rule']}.finest_error"] = {"value": result["errors"][-1]}
-        if not result["spectral"]:
-            merit[f"{result['rule']}.order"] = order_merit(estimate)
+        merit[f"{result.rule}.finest_error"] = {"value": result.errors[-1]}
+        if not result.spectral:
+            merit[f"{result.rule}.order"] = order_merit(result.estimate)
     headers = ["rule", "data", "axis", *ORDER_HEADERS, "convergence", "finest error"]
     markdown = (
         "Discretised attention at fixed probe points against a fine Gauss-Legendre grid.\n\n"
         + markdown_table(headers, rows)
     )
-    figures = []
-    if series:
-        figures.append(
-            Figure(
-                slug(title),
-                f"{title}: attention-operator error against the grid size h = 1/n.",
-                convergence_figure(title, "h = 1/n", series),
-            )
-        )
+    figures = named_figure(
+        title,
+        f"{title}: attention-operator error against the grid size h = 1/n.",
+        series,
+        lambda: convergence_figure(title, "h = 1/n", series),
+    )
     evidence = []
     if done:
-        ok = all(r["spectral"] or r["estimate"]["verdict"] == "PASS" for r in done)
         evidence.append(
             Evidence(
-                "The grid discretisation converges to the continuous attention operator",
-                "verified" if ok else "qualified",
+                Claim.GRID_LIMIT,
+                verified_or(all(converges(r) for r in done), ClaimVerdict.QUALIFIED),
                 "; ".join(
-                    f"{r['rule']} on {r['family']} data: "
-                    + ("spectral" if r["spectral"] else f"order {r['estimate']['order']:.2f}")
+                    f"{r.rule} on {r.family} data: "
+                    + (
+                        "spectral"
+                        if r.spectral
+                        else f"order {r.estimate.order:.2f} ({r.estimate.verdict})"
+                    )
                     for r in done
                 ),
             )
@@ -130,6 +138,6 @@ GRID = Experiment(
     "quadrature error of the attention operator as the grid refines (one case per rule)",
     FIELDS,
     _cases,
-    run,
+    {"grid": CaseKind(run, GridRun)},
     render,
 )

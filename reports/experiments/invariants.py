@@ -1,37 +1,43 @@
-"""Invariants of the operators and the flow (properties.invariants) as a study experiment.
+"""Invariants of the operators and the flow (properties) as a study experiment.
 
-kind "invariants": in each precision, on seeded data of size d x tokens: ReLU is a
-projection (idempotent, non-expansive), the LN projection P is idempotent and scale
-invariant, attention rows are probability vectors whose outputs lie in the values'
-convex hull, every operator and a short solve are permutation equivariant, and the
-post-LN flow stays on S1; one case per precision.
+kind "invariants": in each precision, on seeded data of size d x tokens: ReLU and the LN
+projection as projections, attention rows as probability vectors in the values' convex
+hull, permutation equivariance, the post-LN flow on S1; one case per precision.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from properties.invariants import (
-    check_attention_weights,
-    check_flow_stays_on_s1,
-    check_permutation_equivariance,
-    check_projection_idempotence_and_scale,
-    check_relu_projection,
-)
-from reports.experiments.base import Evidence, Experiment, Record, Section
+from properties.attention_weights import check_attention_weights
+from properties.claim_check import CheckVerdict, ClaimCheck
+from properties.constraint_set import check_flow_stays_on_s1
+from properties.equivariance import check_permutation_equivariance
+from properties.projection_theorem import check_projection_idempotence_and_scale
+from properties.projections import check_relu_projection
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
+from reports.experiments.base import CaseKind, Experiment, Record, Section, results
 from reports.problems import build_problem, problem_spec
 from reports.schema import Field, array_of, integer, precision
 from reports.tables import latex_table, markdown_table, number
 from solvers import LayerWeights, backend
-from solvers.records import to_json
 
 FIELDS = {
     "d": Field(integer(2, 256), 16),
     "tokens": Field(integer(2, 256), 8),
     "precisions": Field(array_of(precision, distinct=True)),
 }
+
+
+@dataclass(frozen=True)
+class InvariantChecks:
+    """Every invariant's check in one precision."""
+
+    precision: str
+    checks: list[ClaimCheck]
 
 
 def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -44,7 +50,7 @@ def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+def run(case: dict[str, Any], seed: int) -> InvariantChecks:
     bk = backend(case["precision"]["name"], case["precision"]["digits"])
     d, tokens = case["d"], case["tokens"]
     rng = np.random.default_rng(seed)
@@ -58,41 +64,33 @@ def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
     ]
     spec = problem_spec({"d": d, "tokens": tokens, "heads": 1, "d_ff": 2 * d, "layers": 2}, "")
     checks.append(check_flow_stays_on_s1(build_problem(spec, seed), "lie", 4, precision=bk))
-    return {"precision": repr(bk), "checks": [to_json(c) for c in checks]}
+    return InvariantChecks(repr(bk), checks)
 
 
-def render(title: str, records: list[Record]) -> Section:
-    rows = []
-    for record in records:
-        if record["status"] == "ok":
-            for c in record["result"]["checks"]:
-                rows.append(
-                    [
-                        c["claim"],
-                        record["result"]["precision"],
-                        c["verdict"],
-                        number(c["defect"]),
-                        number(c["tolerance"]),
-                    ]
-                )
+def render(title: str, records: list[Record[InvariantChecks]]) -> Section:
+    found = [(c, result.precision) for result in results(records) for c in result.checks]
+    rows = [
+        [c.claim, name, str(c.verdict), number(c.defect), number(c.tolerance)] for c, name in found
+    ]
     headers = ["invariant", "precision", "verdict", "defect", "tolerance"]
-    relu = [r for r in rows if "relu" in r[0].lower()]
+    relu = [c for c, _ in found if "relu" in c.claim.lower()]
     evidence = []
     if relu:
-        holds = sum(r[2] == "holds" for r in relu)
+        holds = sum(c.verdict == CheckVerdict.HOLDS for c in relu)
         evidence.append(
             Evidence(
-                "ReLU is the projection onto the non-negative orthant",
-                "verified" if holds == len(relu) else "refuted",
-                f"{holds} of {len(relu)} checks (idempotent, non-expansive) hold",
+                Claim.RELU_PROJECTION,
+                verified_or(holds == len(relu), ClaimVerdict.REFUTED),
+                f"{holds} of {len(relu)} checks (idempotent, non-expansive) hold within "
+                "their rounding tolerances",
             )
         )
-    failing = [r for r in rows if r[2] != "holds"]
+    failing = sum(c.verdict != CheckVerdict.HOLDS for c, _ in found)
     markdown = (
-        f"{len(rows)} checks, {len(failing)} failing; tolerances derived from each "
-        "precision's unit roundoff (properties.invariants).\n\n" + markdown_table(headers, rows)
+        f"{len(rows)} checks, {failing} failing; tolerances derived from each "
+        "precision's unit roundoff (docs/rounding.md).\n\n" + markdown_table(headers, rows)
     )
-    merit = {"failing": {"value": len(failing), "low": 0, "high": 0}}
+    merit = {"failing": {"value": failing, "low": 0, "high": 0}}
     return Section(title, markdown, [], latex_table(title, headers, rows), evidence, merit)
 
 
@@ -101,6 +99,6 @@ INVARIANTS = Experiment(
     "projections, probability rows, convex hull, permutation equivariance, the flow on S1",
     FIELDS,
     _cases,
-    run,
+    {"invariants": CaseKind(run, InvariantChecks)},
     render,
 )

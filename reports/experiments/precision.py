@@ -8,16 +8,19 @@ layers against 50 digits, with the documented 8 sqrt(n) u bound and the fitted p
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from convergence.precision import precision_ladder
-from convergence.rounding import BOUND_CONSTANT, rounding_error_by_depth
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
-from reports.figures import lines_figure
+from convergence.precision import PrecisionLadder, precision_ladder
+from convergence.rounding import BOUND_CONSTANT, RoundingByDepth, rounding_error_by_depth
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
+from reports.experiments.base import CaseKind, Experiment, Record, Section, results
+from reports.figures import lines_figure, named_figure
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, precision
 from reports.tables import latex_table, markdown_table, number
 from solvers import backend
+from solvers.backends import REGISTRY
 from solvers.methods import METHODS
 
 
@@ -39,66 +42,64 @@ def _ladder_cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(repr(_backend(p)), shared | {"precision": p}) for p in params["precisions"]]
 
 
-def _ladder_run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+def _ladder_run(case: dict[str, Any], seed: int) -> PrecisionLadder:
     problem = build_problem(case["problem"], seed)
-    ladder = precision_ladder(
+    return precision_ladder(
         problem, case["method"], case["steps_per_unit"], [_backend(case["precision"])]
     )
-    return ladder.to_json()
 
 
-def _is_float(name: str) -> bool:
-    """Whether a backend's repr names a binary float format (not mpmath or arb)."""
-    return not name.startswith(("backend('mpmath'", "backend('arb'"))
+@cache
+def fixed_formats() -> frozenset[str]:
+    """The binary float formats (by repr): fixed precision, so they must show a floor."""
+    return frozenset(repr(backend(name)) for name, f in REGISTRY.items() if f.digits is None)
 
 
-def _ladder_render(title: str, records: list[Record]) -> Section:
-    done = [r["result"] for r in records if r["status"] == "ok"]
+def floor_evidence(ladders: list[PrecisionLadder]) -> Evidence:
+    """Verified when every fixed float format shows a floor and every high-precision
+    system (mpmath, arb at the study's digits) none within the steps studied."""
+    floors = {name: ladder.floors[name] for ladder in ladders for name in ladder.floors}
+    as_expected = all(bool(floor) == (name in fixed_formats()) for name, floor in floors.items())
+    return Evidence(
+        Claim.PRECISION_FLOOR,
+        verified_or(as_expected, ClaimVerdict.QUALIFIED),
+        "; ".join(
+            f"{name}: floor {number(floor) if floor else 'none found'}"
+            for name, floor in floors.items()
+        ),
+    )
+
+
+def _ladder_render(title: str, records: list[Record[PrecisionLadder]]) -> Section:
+    done = results(records)
     rows, series, merit = [], [], {}
     for result in done:
-        for name, errors in result["errors"].items():
-            floor = result["floors"][name]
+        for name, errors in result.errors.items():
+            floor = result.floors[name]
             rows.append(
                 [
                     name,
                     number(min(errors)),
                     number(floor) if floor else "none found",
-                    result["estimates"][name]["verdict"],
+                    str(result.estimates[name].verdict),
                 ]
             )
-            series.append((name, result["steps_per_unit"], errors))
+            series.append((name, result.steps_per_unit, errors))
             merit[f"{name}.smallest_error"] = {"value": min(errors)}
     headers = ["precision", "smallest error", "floor", "verdict"]
-    reference = done[0]["reference"] if done else "-"
+    reference = done[0].reference if done else "-"
     markdown = (
-        f"Relative max-abs error of {done[0]['method'] if done else '-'} against the "
+        f"Relative max-abs error of {done[0].method if done else '-'} against the "
         f"{reference}; a floor is where the error stops decreasing.\n\n"
         + markdown_table(headers, rows)
     )
-    figures = (
-        [
-            Figure(
-                slug(title),
-                f"{title}: error against steps per unit in each number system.",
-                lines_figure(title, "steps per unit", "relative error", series),
-            )
-        ]
-        if series
-        else []
+    figures = named_figure(
+        title,
+        f"{title}: error against steps per unit in each number system.",
+        series,
+        lambda: lines_figure(title, "steps per unit", "relative error", series),
     )
-    # MODEL.md section 4: float formats hit a floor, high precision moves it out of sight
-    as_expected = [(r[2] != "none found") == _is_float(r[0]) for r in rows]
-    evidence = (
-        [
-            Evidence(
-                "High precision moves the rounding floor below the truncation error",
-                "verified" if all(as_expected) else "qualified",
-                "; ".join(f"{r[0]}: floor {r[2]}" for r in rows),
-            )
-        ]
-        if rows
-        else []
-    )
+    evidence = [floor_evidence(done)] if rows else []
     return Section(title, markdown, figures, latex_table(title, headers, rows), evidence, merit)
 
 
@@ -113,32 +114,29 @@ def _depth_cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(params["problem"]["norm"], params)]
 
 
-def _depth_run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+def _depth_run(case: dict[str, Any], seed: int) -> RoundingByDepth:
     problem = build_problem(case["problem"], seed)
-    study = rounding_error_by_depth(problem, [_backend(p) for p in case["precisions"]])
-    return study.to_json()
+    return rounding_error_by_depth(problem, [_backend(p) for p in case["precisions"]])
 
 
-def _depth_render(title: str, records: list[Record]) -> Section:
-    done = [r["result"] for r in records if r["status"] == "ok"]
+def _depth_render(title: str, records: list[Record[RoundingByDepth]]) -> Section:
     rows, series, merit = [], [], {}
-    for result in done:
-        norm = result["configuration"].get("norm", "")
-        for name, stored in result["errors"].items():
-            errors = [float(e) for e in stored]
-            u = result["unit_roundoff"][name]
-            worst = max(e / (u * n**0.5) for e, n in zip(errors, result["depths"], strict=True))
+    for result in results(records):
+        norm = result.configuration.get("norm", "")
+        for name, errors in result.errors.items():
+            u = result.unit_roundoff[name]
+            worst = max(e / (u * n**0.5) for e, n in zip(errors, result.depths, strict=True))
             rows.append(
                 [
                     f"{name} ({norm})",
                     number(max(errors) / u),
                     number(worst),
-                    number(result["fitted_constant"][name]),
-                    number(result["fitted_exponent"][name]),
-                    "yes" if result["within_bound"][name] else "NO",
+                    number(result.fitted_constant[name]),
+                    number(result.fitted_exponent[name]),
+                    "yes" if result.within_bound[name] else "NO",
                 ]
             )
-            series.append((f"{name} {norm}", result["depths"], [e / u for e in errors]))
+            series.append((f"{name} {norm}", result.depths, [e / u for e in errors]))
             merit[f"{name}.{norm}.worst_over_sqrt_depth"] = {
                 "value": worst,
                 "low": 0,
@@ -156,16 +154,11 @@ def _depth_render(title: str, records: list[Record]) -> Section:
         "Relative max-abs error after n layers against 50 digits, in units of each "
         "format's unit roundoff u; fit error = c n^alpha u.\n\n" + markdown_table(headers, rows)
     )
-    figures = (
-        [
-            Figure(
-                slug(title),
-                f"{title}: rounding error / u against depth (log-log).",
-                lines_figure(title, "layers n", "error / u", series),
-            )
-        ]
-        if series
-        else []
+    figures = named_figure(
+        title,
+        f"{title}: rounding error / u against depth (log-log).",
+        series,
+        lambda: lines_figure(title, "layers n", "error / u", series),
     )
     return Section(title, markdown, figures, latex_table(title, headers, rows), [], merit)
 
@@ -175,7 +168,7 @@ PRECISION_LADDER = Experiment(
     "each number system's rounding floor (one case per precision)",
     LADDER_FIELDS,
     _ladder_cases,
-    _ladder_run,
+    {"precision-ladder": CaseKind(_ladder_run, PrecisionLadder)},
     _ladder_render,
 )
 ROUNDING_DEPTH = Experiment(
@@ -183,6 +176,6 @@ ROUNDING_DEPTH = Experiment(
     "rounding error of float formats against depth, against 50 digits",
     DEPTH_FIELDS,
     _depth_cases,
-    _depth_run,
+    {"rounding-depth": CaseKind(_depth_run, RoundingByDepth)},
     _depth_render,
 )

@@ -1,4 +1,4 @@
-"""Stability (properties.stability) as a study experiment.
+"""Stability (properties.stability_map, properties.lyapunov) as a study experiment.
 
 kind "stability": case "map" measures the largest stable dt of each method over weight
 scales x attention temperatures on the damped-attention family (random attention plus an
@@ -10,13 +10,19 @@ depth for each method on a post-LN problem.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from properties.stability import damped_attention_layer, perturbation_growth, stability_map
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
-from reports.figures import lines_figure, map_figure
+from properties.claim_check import CheckVerdict
+from properties.damped_attention import damped_attention_layer
+from properties.lyapunov import PerturbationGrowth, perturbation_growth
+from properties.stability_map import StabilityMap, stability_map
+from properties.stability_point import PointVerdict
+from reports.claims import Claim, ClaimVerdict, Evidence
+from reports.experiments.base import CaseKind, Section, by_case_kind
+from reports.figures import Figure, lines_figure, map_figure, slug
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, number, one_of
 from reports.tables import markdown_table
@@ -45,158 +51,168 @@ FIELDS = {
 }
 
 
-def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    params = with_default_problem(params)
-    return [("map", params | {"case": "map"}), ("lyapunov", params | {"case": "lyapunov"})]
+@dataclass(frozen=True)
+class Lyapunov:
+    """Perturbation growth and finite-time Lyapunov exponents per method."""
+
+    growth: list[PerturbationGrowth]
 
 
-def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
-    if case["case"] == "map":
-        rng = np.random.default_rng(seed)
-        layer = damped_attention_layer(
-            case["d"], 1, case["stiffness"], rng, attention_scale=case["attention_scale"]
-        )
-        problem = Problem(
-            rng.standard_normal((case["tokens"], case["d"])),
-            PiecewiseControls([layer]),
-            1,
-            norm="none",
-        )
-        result = stability_map(
-            problem,
-            case["methods"],
-            scales=case["scales"],
-            temperatures=case["temperatures"],
-            reference=ANALYTIC_REFERENCE,
-            reference_steps_per_unit=32,
-            max_steps_per_unit=case["max_steps_per_unit"],
-            samples_per_unit=2,
-        )
-        return {"case": "map"} | result.to_json()
+def _map(case: dict[str, Any], seed: int) -> StabilityMap:
+    rng = np.random.default_rng(seed)
+    layer = damped_attention_layer(
+        case["d"], 1, case["stiffness"], rng, attention_scale=case["attention_scale"]
+    )
+    problem = Problem(
+        rng.standard_normal((case["tokens"], case["d"])),
+        PiecewiseControls([layer]),
+        1,
+        norm="none",
+    )
+    return stability_map(
+        problem,
+        case["methods"],
+        scales=case["scales"],
+        temperatures=case["temperatures"],
+        reference=ANALYTIC_REFERENCE,
+        reference_steps_per_unit=32,
+        max_steps_per_unit=case["max_steps_per_unit"],
+        samples_per_unit=2,
+    )
+
+
+def _lyapunov(case: dict[str, Any], seed: int) -> Lyapunov:
     problem = build_problem(case["problem"], seed)
-    growth = [
-        perturbation_growth(
-            problem, method, case["lyapunov_steps_per_unit"], precision="float64"
-        ).to_json()
-        for method in case["lyapunov_methods"]
-    ]
-    return {"case": "lyapunov", "growth": growth}
-
-
-def render(title: str, records: list[Record]) -> Section:
-    by_case = {r["result"]["case"]: r["result"] for r in records if r["status"] == "ok"}
-    parts, figures, evidence, merit = [], [], [], {}
-    stability = by_case.get("map")
-    if stability:
-        rows = []
-        for p in stability["points"]:
-            predicted = p["prediction"]["predicted_dt"] if p["prediction"] else None
-            rows.append(
-                [
-                    p["method"],
-                    cell(p["scale"]),
-                    cell(p["temperature"]),
-                    cell(p["measured_dt"]),
-                    cell(predicted),
-                    cell(p["relative_disagreement"]),
-                    "yes" if p["applies"] else "no: " + "; ".join(p["reasons"]),
-                ]
+    return Lyapunov(
+        [
+            perturbation_growth(
+                problem, method, case["lyapunov_steps_per_unit"], precision="float64"
             )
-        parts.append(
-            f"**Step-size stability map** (damped-attention family; a dt is stable when the "
-            f"perturbation growth stays within {stability['factor']:g}x the flow's). Verdict: "
-            f"{stability['verdict']}.\n\n"
-            + markdown_table(
-                [
-                    "method",
-                    "weight scale",
-                    "temperature",
-                    "measured dt",
-                    "linear prediction",
-                    "relative disagreement",
-                    "linearisation applies",
-                ],
-                rows,
-            )
-        )
-        for method in dict.fromkeys(p["method"] for p in stability["points"]):
-            points = [p for p in stability["points"] if p["method"] == method]
-            scales = sorted({p["scale"] for p in points})
-            temperatures = sorted({p["temperature"] for p in points})
-            grid = np.full((len(scales), len(temperatures)), np.nan)
-            for p in points:
-                if p["measured_dt"] is not None:
-                    grid[scales.index(p["scale"]), temperatures.index(p["temperature"])] = p[
-                        "measured_dt"
-                    ]
-            figures.append(
-                Figure(
-                    slug(f"{title} map {method}"),
-                    f"Largest stable dt of {method} over weight scale and temperature.",
-                    map_figure(
-                        f"{title}: {method}",
-                        "temperature",
-                        "weight scale",
-                        temperatures,
-                        scales,
-                        grid,
-                        "largest stable dt",
-                    ),
-                )
-            )
-        applicable = [p for p in stability["points"] if p["applies"]]
-        if applicable:
-            worst = max(abs(p["relative_disagreement"]) for p in applicable)
-            merit["map.worst_disagreement"] = {"value": worst, "low": 0.0, "high": 0.2}
-        evidence.append(
-            Evidence(
-                "Step-size stability follows the linearised flow where the linearisation applies",
-                "verified"
-                if stability["verdict"] == "holds"
-                else ("refuted" if stability["verdict"] == "fails" else "qualified"),
-                f"{len(applicable)} of {len(stability['points'])} points applicable; "
-                + (f"largest disagreement {worst:.1%}" if applicable else "none compared"),
-            )
-        )
-    lyapunov = by_case.get("lyapunov")
-    if lyapunov:
-        series = [(g["method"], g["times"], g["ftle"]) for g in lyapunov["growth"]]
-        rows = [
-            [
-                g["method"],
-                ", ".join(f"{a:.4g}" for a in g["amplification"]),
-                ", ".join(f"{x:.4g}" for x in g["ftle"]),
-            ]
-            for g in lyapunov["growth"]
+            for method in case["lyapunov_methods"]
         ]
-        parts.append(
-            "**Perturbation growth over depth.**\n\n"
-            + markdown_table(
-                ["method", "amplification per layer", "FTLE at each layer boundary"], rows
-            )
+    )
+
+
+MAP_VERDICTS = {
+    CheckVerdict.HOLDS: ClaimVerdict.VERIFIED,
+    CheckVerdict.FAILS: ClaimVerdict.REFUTED,
+    PointVerdict.NOT_APPLICABLE: ClaimVerdict.QUALIFIED,
+}
+"""The claim's verdict from the map's: every applicable point agrees with the linear
+prediction within the map's tolerance (verified), one disagrees (refuted), no point is
+applicable (qualified)."""
+
+
+def map_evidence(stability: StabilityMap) -> Evidence:
+    applicable = [p for p in stability.points if p.applies]
+    worst = max((abs(p.relative_disagreement) for p in applicable), default=None)
+    return Evidence(
+        Claim.STEP_SIZE_STABILITY,
+        MAP_VERDICTS[stability.verdict],
+        f"{len(applicable)} of {len(stability.points)} points applicable; "
+        + (
+            f"largest disagreement {worst:.1%} (agreement: within {stability.tolerance:.0%})"
+            if applicable
+            else "none compared"
+        ),
+    )
+
+
+def _map_render(title: str, maps: list[StabilityMap]) -> Section:
+    stability = maps[0]
+    rows = []
+    for p in stability.points:
+        rows.append(
+            [
+                p.method,
+                cell(p.scale),
+                cell(p.temperature),
+                cell(p.measured_dt),
+                cell(p.prediction.predicted_dt if p.prediction else None),
+                cell(p.relative_disagreement),
+                "yes" if p.applies else "no: " + "; ".join(p.reasons),
+            ]
         )
+    markdown = (
+        f"**Step-size stability map** (damped-attention family; a dt is stable when the "
+        f"perturbation growth stays within {stability.factor:g}x the flow's). Verdict: "
+        f"{stability.verdict}.\n\n"
+        + markdown_table(
+            [
+                "method",
+                "weight scale",
+                "temperature",
+                "measured dt",
+                "linear prediction",
+                "relative disagreement",
+                "linearisation applies",
+            ],
+            rows,
+        )
+    )
+    figures = []
+    for method in dict.fromkeys(p.method for p in stability.points):
+        points = [p for p in stability.points if p.method == method]
+        scales = sorted({p.scale for p in points})
+        temperatures = sorted({p.temperature for p in points})
+        grid = np.full((len(scales), len(temperatures)), np.nan)
+        for p in points:
+            if p.measured_dt is not None:
+                grid[scales.index(p.scale), temperatures.index(p.temperature)] = p.measured_dt
         figures.append(
             Figure(
-                slug(f"{title} lyapunov"),
-                "Finite-time Lyapunov exponents.",
-                lines_figure(
-                    f"{title}: FTLE over depth",
-                    "t (layers)",
-                    "FTLE",
-                    series,
-                    logx=False,
-                    logy=False,
+                slug(f"{title} map {method}"),
+                f"Largest stable dt of {method} over weight scale and temperature.",
+                map_figure(
+                    f"{title}: {method}",
+                    "temperature",
+                    "weight scale",
+                    temperatures,
+                    scales,
+                    grid,
+                    "largest stable dt",
                 ),
             )
         )
-    return Section(title, "\n".join(parts), figures, "", evidence, merit)
+    merit = {}
+    applicable = [p for p in stability.points if p.applies]
+    if applicable:
+        worst = max(abs(p.relative_disagreement) for p in applicable)
+        merit["map.worst_disagreement"] = {"value": worst, "low": 0.0, "high": 0.2}
+    return Section(title, markdown, figures, "", [map_evidence(stability)], merit)
 
 
-STABILITY = Experiment(
+def _lyapunov_render(title: str, cases: list[Lyapunov]) -> Section:
+    growth = cases[0].growth
+    series = [(g.method, g.times, g.ftle) for g in growth]
+    rows = [
+        [
+            g.method,
+            ", ".join(f"{a:.4g}" for a in g.amplification),
+            ", ".join(f"{x:.4g}" for x in g.ftle),
+        ]
+        for g in growth
+    ]
+    markdown = "**Perturbation growth over depth.**\n\n" + markdown_table(
+        ["method", "amplification per layer", "FTLE at each layer boundary"], rows
+    )
+    figure = Figure(
+        slug(f"{title} lyapunov"),
+        "Finite-time Lyapunov exponents.",
+        lines_figure(
+            f"{title}: FTLE over depth", "t (layers)", "FTLE", series, logx=False, logy=False
+        ),
+    )
+    return Section(title, markdown, [figure])
+
+
+STABILITY = by_case_kind(
     "stability",
     "step-size stability maps against the linear prediction, and Lyapunov exponents over depth",
     FIELDS,
-    _cases,
-    run,
-    render,
+    {
+        "map": CaseKind(_map, StabilityMap, _map_render),
+        "lyapunov": CaseKind(_lyapunov, Lyapunov, _lyapunov_render),
+    },
+    with_default_problem,
 )

@@ -4,27 +4,27 @@ kind "time-step": a problem, methods, steps_per_unit, a reference ("exact", "ref
 or "richardson"), its steps, a precision and optional expected orders; one case per
 method. kind "splitting-table": the same for every Lie and Strang variant
 (convergence.time_step.SPLITTING_METHODS). For post-LN problems the expected order of a
-method defaults to the one MODEL.md section 4 predicts (METHODS[name].order).
+method defaults to the one docs/orders.md section 1 predicts (METHODS[name].order).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from convergence.time_step import REFERENCES, SPLITTING_METHODS, time_step_study
-from reports.experiments.base import (
-    Evidence,
-    Experiment,
-    Figure,
-    Record,
-    Section,
-    order_merit,
-    slug,
+from convergence.order import OrderVerdict
+from convergence.time_step import (
+    REFERENCES,
+    SPLITTING_METHODS,
+    MethodConvergence,
+    time_step_study,
 )
-from reports.figures import convergence_figure
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
+from reports.experiments.base import CaseKind, Experiment, Record, Section, extended
+from reports.figures import convergence_figure, named_figure
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, orders_by, precision
-from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
+from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
 from reports.tables import number as cell
 from solvers import backend
 from solvers.methods import METHODS
@@ -55,7 +55,15 @@ def _cases(params: dict[str, Any], methods: tuple[str, ...] | list[str]) -> list
     return cases
 
 
-def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MethodRun(MethodConvergence):
+    """One method's convergence, with the reference and precision it was measured in."""
+
+    reference: str
+    precision: str
+
+
+def run(case: dict[str, Any], seed: int) -> MethodRun:
     problem = build_problem(case["problem"], seed)
     bk = backend(case["precision"]["name"], case["precision"]["digits"])
     expected = None if case["expected"] is None else {case["method"]: case["expected"]}
@@ -68,68 +76,71 @@ def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
         reference_steps=case["reference_steps"],
         expected=expected,
     )
-    record = study.to_json()
-    return record["methods"][0] | {
-        "reference": record["reference"],
-        "precision": record["precision"],
-    }
+    return extended(
+        MethodRun, study.methods[0], reference=study.reference, precision=study.precision
+    )
 
 
-def render(title: str, records: list[Record]) -> Section:
-    done = [r for r in records if r["status"] == "ok"]
+LIE_ORDER = 1.0
+"""The Lie scheme's order: its estimate must PASS against it (the expected order inside
+the 95% interval or within estimate_order's tolerance, 0.1)."""
+
+
+def evidence(runs: list[MethodRun]) -> list[Evidence]:
+    """The claims' verdicts from the methods' order estimates."""
+    found = []
+    lie = next((r.estimate for r in runs if r.method == "lie"), None)
+    if lie is not None and lie.expected == LIE_ORDER:
+        lo, hi = lie.interval
+        found.append(
+            Evidence(
+                Claim.LIE_FIRST_ORDER,
+                verified_or(lie.verdict == OrderVerdict.PASS, ClaimVerdict.REFUTED),
+                f"order {lie.order:.3f} [{lo:.3f}, {hi:.3f}], {lie.verdict} against {LIE_ORDER:g}",
+            )
+        )
+    if runs:
+        passed = sum(r.estimate.verdict == OrderVerdict.PASS for r in runs)
+        found.append(
+            Evidence(
+                Claim.TIME_STEP_LIMIT,
+                verified_or(passed == len(runs), ClaimVerdict.QUALIFIED),
+                f"{passed} of {len(runs)} methods converge at their predicted order (PASS)",
+            )
+        )
+    return found
+
+
+def render(title: str, records: list[Record[MethodRun]]) -> Section:
+    done = [r for r in records if r.ok]
     rows, series, merit = [], [], {}
     for record in done:
-        result = record["result"]
-        estimate = result["estimate"]
-        rows.append([result["method"], *order_cells(estimate), cell(result["max_abs"][-1])])
-        hs = [1 / m for m in result["steps_per_unit"]]
-        series.append((result["method"], hs, result["max_abs"], estimate))
-        merit[f"{record['label']}.order"] = order_merit(estimate)
-        merit[f"{record['label']}.finest_error"] = {"value": result["max_abs"][-1]}
+        result = record.result
+        rows.append([result.method, *order_cells(result.estimate), cell(result.max_abs[-1])])
+        hs = [1 / m for m in result.steps_per_unit]
+        series.append((result.method, hs, result.max_abs, result.estimate))
+        merit[f"{record.label}.order"] = order_merit(result.estimate)
+        merit[f"{record.label}.finest_error"] = {"value": result.max_abs[-1]}
     headers = ["method", *ORDER_HEADERS, "finest max-abs error"]
-    reference = done[0]["result"]["reference"] if done else "-"
+    first = done[0].result if done else None
     markdown = (
-        f"Errors at t = T against the {reference} reference, in "
-        f"{done[0]['result']['precision'] if done else '-'}; orders from `estimate_order`.\n\n"
+        f"Errors at t = T against the {first.reference if first else '-'} reference, in "
+        f"{first.precision if first else '-'}; orders from `estimate_order`.\n\n"
         + markdown_table(headers, rows)
     )
-    figures = []
-    if series:
-        figures.append(
-            Figure(
-                slug(title),
-                f"{title}: max-abs error at t = T against the step size dt = 1/m, with the "
-                "fitted order, its 95% band and the dropped levels (crosses).",
-                convergence_figure(title, "dt", series),
-            )
-        )
-    evidence = []
-    verdicts = {r["result"]["method"]: r["result"]["estimate"]["verdict"] for r in done}
-    if "lie" in verdicts:
-        lie = next(r["result"]["estimate"] for r in done if r["result"]["method"] == "lie")
-        evidence.append(
-            Evidence(
-                "The Lie scheme (the Transformer) is a first-order discretisation of the flow",
-                "verified" if verdicts["lie"] == "PASS" else "refuted",
-                f"order {lie['order']:.3f} [{lie['interval'][0]:.3f}, "
-                f"{lie['interval'][1]:.3f}], {verdicts['lie']}",
-            )
-        )
-    if verdicts:
-        passed = sum(v == "PASS" for v in verdicts.values())
-        evidence.append(
-            Evidence(
-                "The time-step limit exists (continuous limit in time)",
-                "verified" if passed == len(verdicts) else "qualified",
-                f"{passed} of {len(verdicts)} methods converge at their predicted order",
-            )
-        )
+    figures = named_figure(
+        title,
+        f"{title}: max-abs error at t = T against the step size dt = 1/m, with the fitted "
+        "order, its 95% band and the dropped levels (crosses).",
+        series,
+        lambda: convergence_figure(title, "dt", series),
+    )
     return Section(
         title,
         markdown,
         figures,
         latex_table(f"{title}: observed orders", headers, rows),
-        evidence,
+        evidence([r.result for r in done]),
         merit,
     )
 
@@ -139,7 +150,7 @@ TIME_STEP = Experiment(
     "errors and orders of time-stepping methods as dt -> 0 (one case per method)",
     FIELDS,
     lambda params: _cases(params, params["methods"]),
-    run,
+    {"time-step": CaseKind(run, MethodRun)},
     render,
 )
 SPLITTING_TABLE = Experiment(
@@ -147,6 +158,6 @@ SPLITTING_TABLE = Experiment(
     "Lie and every Strang variant {Euler, RK2, RK4, exact} x {ambient, tangent}",
     COMMON,
     lambda params: _cases(params, SPLITTING_METHODS),
-    run,
+    {"splitting-table": CaseKind(run, MethodRun)},
     render,
 )

@@ -1,7 +1,7 @@
-"""Continuous dependence against Gronwall bounds (properties.well_posedness) as an experiment.
+"""Continuous dependence against Gronwall bounds (properties.continuous_dependence): an experiment.
 
 kind "well-posedness": the first `configurations` of the seeded default sweep
-(properties.well_posedness.DEFAULT_CONFIGURATIONS: post, pre and none norms, d 4 and 8,
+(properties.dependence_sweep.DEFAULT_CONFIGURATIONS: post, pre and none norms, d 4 and 8,
 two weight scales, one and two layers), one case per configuration; each measures the
 Lipschitz constants of u0 -> u(T) and theta -> u(T) and their ratios to the bounds.
 """
@@ -9,11 +9,15 @@ Lipschitz constants of u0 -> u(T) and theta -> u(T) and their ratios to the boun
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 from typing import Any
 
-from properties.well_posedness import DEFAULT_CONFIGURATIONS, continuous_dependence
-from reports.experiments.base import Evidence, Experiment, Figure, Record, Section, slug
-from reports.figures import lines_figure
+from properties.claim_check import CheckVerdict
+from properties.continuous_dependence import ContinuousDependence, continuous_dependence
+from properties.dependence_sweep import DEFAULT_CONFIGURATIONS, Configuration
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
+from reports.experiments.base import CaseKind, Experiment, Record, Section, extended, results
+from reports.figures import Figure, lines_figure, slug
 from reports.schema import Field, integer
 from reports.tables import latex_table, markdown_table, number
 
@@ -30,31 +34,50 @@ def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def run(case: dict[str, Any], seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ConfiguredDependence(ContinuousDependence):
+    """Continuous dependence measured on one configuration of the sweep."""
+
+    configuration: Configuration = field(kw_only=True)
+
+
+def run(case: dict[str, Any], seed: int) -> ConfiguredDependence:
     configuration = DEFAULT_CONFIGURATIONS[case["index"]]
     result = continuous_dependence(
         configuration.problem(), directions=case["directions"], seed=configuration.seed
     )
-    return {"configuration": configuration.to_json()} | result.to_json()
+    return extended(ConfiguredDependence, result, configuration=configuration)
 
 
-def render(title: str, records: list[Record]) -> Section:
-    done = [r["result"] for r in records if r["status"] == "ok"]
+def well_posedness_evidence(done: list[ConfiguredDependence]) -> Evidence:
+    """Verified when every configuration's measured Lipschitz constants are within their
+    Gronwall bounds (up to rounding; each result's verdict holds), refuted otherwise."""
+    holds = sum(r.verdict == CheckVerdict.HOLDS for r in done)
+    return Evidence(
+        Claim.WELL_POSED,
+        verified_or(holds == len(done), ClaimVerdict.REFUTED),
+        f"measured Lipschitz constants within their Gronwall bounds in {holds} of "
+        f"{len(done)} configurations",
+    )
+
+
+def render(title: str, records: list[Record[ConfiguredDependence]]) -> Section:
+    done = results(records)
     rows, initial, control = [], [], []
     for result in done:
-        c = result["configuration"]
-        initial.append(float(result["initial"]["ratio"]))
-        control.append(float(result["controls"]["ratio"]))
+        c = result.configuration
+        initial.append(result.initial.ratio)
+        control.append(result.controls.ratio)
         rows.append(
             [
-                f"{c['norm']} d={c['d']} N={c['tokens']} L={c['layers']} scale={c['weight_scale']}",
-                number(result["initial"]["measured"]),
-                number(result["initial"]["bound"]),
+                f"{c.norm} d={c.d} N={c.tokens} L={c.layers} scale={c.weight_scale}",
+                number(result.initial.measured),
+                number(result.initial.bound),
                 number(initial[-1]),
-                number(result["controls"]["measured"]),
-                number(result["controls"]["bound"]),
+                number(result.controls.measured),
+                number(result.controls.bound),
                 number(control[-1]),
-                result["verdict"],
+                str(result.verdict),
             ]
         )
     headers = [
@@ -67,7 +90,7 @@ def render(title: str, records: list[Record]) -> Section:
         "ratio",
         "verdict",
     ]
-    holds = sum(r[-1] == "holds" for r in rows)
+    holds = sum(r.verdict == CheckVerdict.HOLDS for r in done)
     summary = ""
     if rows:
         summary = (
@@ -95,18 +118,7 @@ def render(title: str, records: list[Record]) -> Section:
                 ),
             )
         )
-    evidence = (
-        [
-            Evidence(
-                "The equation is well posed: u(T) depends continuously on data and controls",
-                "verified" if rows and holds == len(rows) else "refuted",
-                f"measured Lipschitz constants within their Gronwall bounds in {holds} of "
-                f"{len(rows)} configurations",
-            )
-        ]
-        if rows
-        else []
-    )
+    evidence = [well_posedness_evidence(done)] if done else []
     merit = {
         "max_initial_ratio": {"value": max(initial, default=0.0), "low": 0, "high": 1},
         "max_control_ratio": {"value": max(control, default=0.0), "low": 0, "high": 1},
@@ -119,6 +131,6 @@ WELL_POSEDNESS = Experiment(
     "Lipschitz constants of u0 -> u(T) and theta -> u(T) against Gronwall bounds",
     FIELDS,
     _cases,
-    run,
+    {"well-posedness": CaseKind(run, ConfiguredDependence)},
     render,
 )

@@ -1,19 +1,10 @@
 """Arb midpoint-radius balls (python-flint) at a chosen number of decimal digits.
 
-Every operation returns a ball that contains the exact result for every point of its
-operands, so the radius of a final entry bounds the rounding error of the whole
-computation (and the propagated width of the data). Matrix products go through
-`arb_mat`; relu of a ball that straddles 0 is its non-negative part [r/2 +/- r/2].
-The working precision is python-flint's global `ctx.prec`, which `active()` sets for the
-duration of a computation and then restores.
-
-Ball arithmetic cannot see that the rounding errors of different entries are unrelated,
-so radii grow by the entrywise-absolute norms of the maps (the wrapping effect): a
-random 16 x 16 x 32 layer widens them about 4000-fold, far more than the true error
-grows. `certify` therefore runs a computation with guard bits above the target
-precision prec = dps_to_prec(digits) and, when the result's largest radius exceeds
-10^-digits times its largest magnitude, runs it again with as many more guard bits as
-were lost (plus a margin), as Arb's own documentation recommends.
+Every operation returns a ball containing the exact result for every point of its
+operands, so a final radius bounds the rounding error of the whole computation. Radii
+overestimate error growth (the wrapping effect), so `certify` re-runs with guard bits
+until the radii are below 10^-digits of the result (docs/schemes.md section 6). The
+working precision is python-flint's global `ctx.prec`, set by `active()` and restored.
 """
 
 from __future__ import annotations

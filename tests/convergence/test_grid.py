@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from convergence.grid import grid_study
-from convergence.order import FLOOR, PASS
+from convergence.order import OrderVerdict
 from solvers import InvalidInputError
 from solvers.kernels import ContinuousLayer, SeriesKernel
+from tests.convergence.round_trip import round_trip
 
 
 def _case(family):
@@ -22,20 +21,20 @@ def _case(family):
 def test_trapezoid_on_periodic_data_is_spectral_and_below_1e_12_by_32_points():
     study = grid_study(*_case("fourier"), "trapezoid", [4, 8, 16, 32])
     assert study.spectral and study.errors[-1] < 1e-12
-    json.dumps(study.to_json())
+    round_trip(study)
 
 
 @pytest.mark.parametrize("axis", ["all", "tokens", "features"])
 def test_midpoint_on_non_periodic_data_has_order_two(axis):
     study = grid_study(*_case("legendre"), "midpoint", [6, 12, 24, 48], axis=axis, expected=2)
-    assert study.estimate.verdict == PASS and not study.spectral
+    assert study.estimate.verdict == OrderVerdict.PASS and not study.spectral
     assert abs(study.estimate.order - 2) <= 0.15
 
 
 def test_gauss_legendre_is_spectral():
     study = grid_study(*_case("legendre"), "gauss-legendre", [4, 8, 16])
     assert study.spectral and study.errors[-1] < 1e-13
-    assert study.estimate.verdict == FLOOR  # it reaches float64 rounding by 16 points
+    assert study.estimate.verdict == OrderVerdict.FLOOR  # it reaches float64 rounding by 16 points
 
 
 def test_grid_study_rejects():

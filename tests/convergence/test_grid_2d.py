@@ -15,7 +15,7 @@ from convergence.grid_2d import (
     vit_flow_grid_study,
     vit_grid_study,
 )
-from convergence.order import PASS
+from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights
 from solvers.cvt import (
     ConvProjection,
@@ -55,7 +55,7 @@ def test_tent_kernel_converges_at_order_two(stride):
     study = cvt_grid_study(
         LAYER, projection, smooth_data, [12, 24, 48, 96], reference_size=768, expected=2
     )
-    assert study.estimate.verdict == PASS, study.estimate
+    assert study.estimate.verdict == OrderVerdict.PASS, study.estimate
     assert not study.spectral
 
 
@@ -84,7 +84,7 @@ def test_the_cvt_network_converges_as_its_token_grid_refines(kernel, order):
     if order is None:
         assert study.spectral and study.errors[-1] < 1e-10
     else:
-        assert study.estimate.verdict == PASS, study.estimate
+        assert study.estimate.verdict == OrderVerdict.PASS, study.estimate
         assert not study.spectral
 
 
@@ -96,7 +96,7 @@ def test_the_vit_network_converges_as_its_token_grid_refines(rule, order):
     if order is None:
         assert study.spectral and study.errors[-1] < 1e-11
     else:
-        assert study.estimate.verdict == PASS, study.estimate
+        assert study.estimate.verdict == OrderVerdict.PASS, study.estimate
 
 
 def skewed(kernel):
@@ -168,4 +168,4 @@ def test_vit_attention_integral_converges_at_its_rules_rate(rule, order):
     if order is None:
         assert study.spectral and study.errors[-1] < 1e-13
     else:
-        assert study.estimate.verdict == PASS, study.estimate
+        assert study.estimate.verdict == OrderVerdict.PASS, study.estimate

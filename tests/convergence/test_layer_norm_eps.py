@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
 
 from convergence.layer_norm_eps import eps_limit_study, lie_limit, with_eps
-from convergence.order import PASS
+from convergence.order import OrderVerdict
 from solvers import (
     InvalidInputError,
     LayerWeights,
@@ -19,6 +18,7 @@ from solvers import (
     solve,
 )
 from solvers.controls import SmoothControls
+from tests.convergence.round_trip import round_trip
 
 EPS = [1e-2, 1e-3, 1e-4, 1e-5]
 
@@ -40,16 +40,16 @@ def study(problem):
 def test_lie_with_eps_converges_at_order_one_to_the_shrunken_set_flow(study):
     for eps, convergence in zip(study.eps, study.convergence, strict=True):
         estimate = convergence.estimate
-        assert estimate.verdict == PASS, (eps, estimate)
+        assert estimate.verdict == OrderVerdict.PASS, (eps, estimate)
         assert estimate.order == pytest.approx(1, abs=0.1)
 
 
 def test_the_shrunken_set_flow_is_order_eps_from_the_eps_zero_flow(study):
     fit = study.distance_fit
-    assert fit.verdict == PASS and fit.order == pytest.approx(1, abs=0.02)
+    assert fit.verdict == OrderVerdict.PASS and fit.order == pytest.approx(1, abs=0.02)
     # the finest Lie error is below the eps = 1e-2 distance: the limit is not eps = 0
     assert study.convergence[0].max_abs[-1] < study.distance[0]
-    json.dumps(study.to_json())
+    round_trip(study)
 
 
 def test_against_the_eps_zero_flow_the_lie_error_stalls_at_the_distance(problem, study):

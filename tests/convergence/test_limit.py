@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from convergence.limit import limit_check, token_spread
-from convergence.order import NO_LIMIT, PASS
+from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem
+from tests.convergence.round_trip import round_trip
 
 
 def _problem(affine: bool) -> Problem:
@@ -20,26 +19,28 @@ def _problem(affine: bool) -> Problem:
 
 def test_per_feature_gain_and_bias_have_no_limit_the_tokens_collapse():
     check = limit_check(_problem(affine=True), [2**k for k in range(11)])
-    assert check.verdict == NO_LIMIT and check.reason.startswith("degenerate")
+    assert check.verdict == OrderVerdict.NO_LIMIT and check.reason.startswith("degenerate")
     # the spread falls by orders of magnitude under refinement, to rounding
     assert max(check.spread) > 0.3 and check.spread[-1] < 1e-12
     # the refined states approach a fixed point of the two LN maps, P2(P1(u)) = u
     assert check.fixed_point_defect[-1] < 0.01 * check.fixed_point_defect[0]
-    json.dumps(check.to_json())
+    round_trip(check)
 
 
 def test_scalar_norms_give_a_cauchy_sequence_of_order_one():
     check = limit_check(_problem(affine=False), [2**k for k in range(3, 10)])
-    assert check.verdict == PASS and check.reason.startswith("Cauchy")
+    assert check.verdict == OrderVerdict.PASS and check.reason.startswith("Cauchy")
     assert check.estimate.order == pytest.approx(1, abs=0.1)
     assert min(check.spread) > 0.1
 
 
 def test_before_the_collapse_the_refinements_jump_they_are_not_cauchy():
     # at coarse steps the tokens have not collapsed yet, and successive refinements land
-    # O(1) apart (MODEL.md: they jump between fixed points of the LN maps)
+    # O(1) apart (docs/limits.md section 4: they jump between fixed points of the LN maps)
     check = limit_check(_problem(affine=True), [1, 2, 4, 8])
-    assert check.verdict == NO_LIMIT and check.reason.startswith("not Cauchy"), check.reason
+    assert check.verdict == OrderVerdict.NO_LIMIT and check.reason.startswith("not Cauchy"), (
+        check.reason
+    )
     assert min(check.cauchy_differences) > 1
 
 

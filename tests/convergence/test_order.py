@@ -5,16 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from convergence.order import (
-    FAIL,
-    FLOOR,
-    NO_LIMIT,
-    PASS,
-    PRE_ASYMPTOTIC,
-    SUPERCONVERGENT,
-    estimate_order,
-    richardson,
-)
+from convergence.order import OrderVerdict, estimate_order, richardson
 from solvers import InvalidInputError
 
 HS = 2.0 ** -np.arange(1, 9)
@@ -23,7 +14,9 @@ HS = 2.0 ** -np.arange(1, 9)
 @pytest.mark.parametrize("order", [1.0, 2.0, 4.0])
 def test_exact_power_laws_pass_with_their_order(order):
     estimate = estimate_order(HS, 3.0 * HS**order, expected=order)
-    assert estimate.verdict == PASS and estimate.order == pytest.approx(order, abs=1e-9)
+    assert estimate.verdict == OrderVerdict.PASS and estimate.order == pytest.approx(
+        order, abs=1e-9
+    )
     assert estimate.constant == pytest.approx(3.0)
 
 
@@ -41,7 +34,7 @@ def test_true_order_lies_in_the_95_percent_interval_in_at_least_90_percent_of_tr
 def test_pre_asymptotic_coarse_levels_are_dropped_with_their_reason():
     errors = HS**2 * (1 + 30 * HS**2)  # strong curvature on the coarse levels
     estimate = estimate_order(HS, errors, expected=2)
-    assert estimate.verdict == PASS
+    assert estimate.verdict == OrderVerdict.PASS
     assert 0 in estimate.dropped and estimate.dropped[0].startswith("pre-asymptotic")
     assert estimate.order == pytest.approx(2, abs=0.1)
 
@@ -51,7 +44,7 @@ def test_a_saturating_coarse_end_is_dropped_as_pre_asymptotic():
     # bend is not a quadratic in log h, so only the prediction test catches it
     hs = 2.0 ** np.arange(2, -7, -1)
     estimate = estimate_order(hs, 1 - np.exp(-(hs**2)), expected=2)
-    assert estimate.verdict == PASS and estimate.order == pytest.approx(2, abs=0.05)
+    assert estimate.verdict == OrderVerdict.PASS and estimate.order == pytest.approx(2, abs=0.05)
     assert {0, 1} <= set(estimate.dropped)
     assert all(reason.startswith("pre-asymptotic") for reason in estimate.dropped.values())
 
@@ -59,10 +52,10 @@ def test_a_saturating_coarse_end_is_dropped_as_pre_asymptotic():
 def test_a_precision_floor_is_dropped_with_its_reason():
     errors = np.maximum(HS**4, 1e-8 * (1 + 0.3 * np.sin(np.arange(len(HS)))))
     estimate = estimate_order(HS, errors, expected=4, floor=1e-8)
-    assert estimate.verdict == PASS and estimate.order == pytest.approx(4, abs=0.1)
+    assert estimate.verdict == OrderVerdict.PASS and estimate.order == pytest.approx(4, abs=0.1)
     assert any(reason.startswith(("floor", "at or past")) for reason in estimate.dropped.values())
     stuck = estimate_order(HS, np.maximum(HS**4, 1e-3), floor=1e-4)
-    assert stuck.verdict == FLOOR
+    assert stuck.verdict == OrderVerdict.FLOOR
 
 
 @pytest.mark.parametrize(
@@ -71,18 +64,18 @@ def test_a_precision_floor_is_dropped_with_its_reason():
     ids=["divergent", "oscillating", "constant"],
 )
 def test_sequences_without_a_limit(errors):
-    assert estimate_order(HS, errors).verdict == NO_LIMIT
+    assert estimate_order(HS, errors).verdict == OrderVerdict.NO_LIMIT
 
 
 def test_superconvergence_and_failure_against_an_expected_order():
-    assert estimate_order(HS, HS**3, expected=2).verdict == SUPERCONVERGENT
-    assert estimate_order(HS, HS**0.5, expected=1).verdict == FAIL
+    assert estimate_order(HS, HS**3, expected=2).verdict == OrderVerdict.SUPERCONVERGENT
+    assert estimate_order(HS, HS**0.5, expected=1).verdict == OrderVerdict.FAIL
 
 
 def test_too_few_asymptotic_levels():
     # three usable levels whose local orders (0.15, then 3.2) disagree
     estimate = estimate_order(HS[:4], [1.0, 0.9, 0.1, 1e-16], floor=1e-16)
-    assert estimate.verdict == PRE_ASYMPTOTIC
+    assert estimate.verdict == OrderVerdict.PRE_ASYMPTOTIC
     assert estimate.dropped == {3: "at or past the precision floor: within a factor 10 of 1e-16"}
 
 
@@ -119,7 +112,7 @@ def test_real_rk4_errors_in_float64_pass_and_the_rounding_floor_is_dropped():
             u = rk_step(bk, lambda s, v: -v * s, h * i, u, h, RK4)
         errors.append(abs(u[0] - np.exp(-0.5)))
     estimate = estimate_order([1 / n for n in steps], errors, expected=4, floor=1.1e-16)
-    assert estimate.verdict == PASS
+    assert estimate.verdict == OrderVerdict.PASS
     # 2^-10 .. 2^-12 are at the rounding floor (errors 7e-16 to 2e-15, growing)
     assert {8, 9, 10} <= set(estimate.dropped)
     assert all(estimate.dropped[i].startswith("at or past") for i in (8, 9, 10))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 
 from convergence.precision import precision_ladder
 from solvers import LayerWeights, PiecewiseControls, Problem, backend
+from tests.convergence.round_trip import round_trip
 
 
 def _uniform_problem() -> Problem:
@@ -37,7 +37,7 @@ def test_float32_and_float64_floors_are_found():
     assert float32 is not None and 1e-8 < float32 < 1e-5
     assert float64 is not None and float64 < 1e-13
     assert ladder.reference.startswith("uniform-attention solution")
-    json.dumps(ladder.to_json())
+    round_trip(ladder)
 
 
 def test_no_floor_above_1e_40_at_50_digits():

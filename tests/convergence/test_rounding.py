@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from convergence.rounding import BOUND_CONSTANT, rounding_error_by_depth
 from solvers import LayerWeights, PiecewiseControls, Problem, backend
+from tests.convergence.round_trip import round_trip
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -28,7 +27,7 @@ def test_four_float_formats_stay_within_the_sqrt_depth_bound_over_48_layers(norm
         assert study.within_bound[name]
         # errors are rounding, not truncation: at least a fraction of u after a few layers
         assert max(errors) > 0.5 * u
-    record = json.loads(json.dumps(study.to_json()))
+    record = round_trip(study)
     assert float(record["errors"]["backend('float16')"][0]) == study.errors["backend('float16')"][0]
     assert record["configuration"] == {"norm": norm, "seed": 7}
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
 
-from convergence.order import PASS
+from convergence.order import OrderVerdict
 from convergence.time_step import SPLITTING_METHODS, splitting_table, time_step_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem
 from solvers.manufactured import ManufacturedSolution
+from tests.convergence.round_trip import round_trip
 
 EXPECTED = {"lie": 1, "strang-rk2": 2, "projected-rk4": 4, "ambient-rk4": 1}
 
@@ -36,11 +36,11 @@ def test_orders_pass_against_the_exact_solution_and_without_a_reference(problem,
         configuration={"seed": 1},
     )
     for method in study.methods:
-        assert method.estimate.verdict == PASS, (method.method, method.estimate)
+        assert method.estimate.verdict == OrderVerdict.PASS, (method.method, method.estimate)
         assert abs(method.estimate.order - EXPECTED[method.method]) <= 0.1
         assert len(method.max_abs_per_layer[0]) == 3  # t = 0, 1, 2
         assert len(method.per_token_max[0]) == 5
-    record = json.loads(json.dumps(study.to_json()))
+    record = round_trip(study)
     assert record["configuration"] == {"norm": "post", "t_final": 2.0, "seed": 1}
 
 

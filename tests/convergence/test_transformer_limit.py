@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
 
-from convergence.order import PASS
+from convergence.order import OrderVerdict
 from convergence.transformer_limit import transformer_limit_distance
 from solvers import (
     InvalidInputError,
@@ -18,6 +17,7 @@ from solvers import (
     solve,
 )
 from solvers.torch_io import from_torch, torch_forward, torch_norm_placement
+from tests.convergence.round_trip import round_trip
 from tests.torch_models import random_torch_encoder
 
 SMALL = [2.0**-k for k in range(9, 4, -1)]  # where the distance is in its asymptotic range
@@ -52,12 +52,12 @@ def test_distance_is_first_order_in_the_weights_off_the_set_and_second_on_it(
     result = transformer_limit_distance(
         from_torch(encoder), u0, SMALL, norm=torch_norm_placement(encoder), expected=order
     )
-    assert result.growth.verdict == PASS, result.growth
+    assert result.growth.verdict == OrderVerdict.PASS, result.growth
     assert result.growth.order == pytest.approx(order, abs=0.1)
     # every distance lies far above the limit's own error
     assert max(result.reference_error) < 1e-3 * min(result.distance)
     assert len(result.distance_per_layer[0]) == 3 and result.distance_per_layer[0][0] == 0
-    json.dumps(result.to_json())
+    round_trip(result)
 
 
 def test_large_weights_saturate_at_the_size_of_the_constraint_set(encoder, u0):

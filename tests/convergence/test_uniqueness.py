@@ -8,20 +8,20 @@ control.
 from __future__ import annotations
 
 import dataclasses
-import json
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from convergence.order import estimate_order
-from convergence.uniqueness import DIFFERENT, SAME, SAME_LIMIT_VERDICTS, uniqueness_study
+from convergence.order import OrderVerdict, estimate_order
+from convergence.uniqueness import SAME_LIMIT_VERDICTS, LimitVerdict, uniqueness_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
 from solvers.driver import solve
 from solvers.exact import uniform_attention_solution
 from solvers.integrators import EULER
 from solvers.operators import project_to_s1
 from solvers.schemes import Splitting
+from tests.convergence.round_trip import round_trip
 from tests.exact_layers import uniform_attention_layer
 
 FLOAT64 = backend("float64")
@@ -49,20 +49,20 @@ def uniqueness(smooth_post_problem):
 
 
 def test_methods_and_precisions_converge_to_the_same_limit(uniqueness):
-    assert uniqueness.verdict == SAME
+    assert uniqueness.verdict == LimitVerdict.SAME
     assert len(uniqueness.runs) == 6 and len(uniqueness.pairs) == 15
     for pair in uniqueness.pairs:
-        assert pair.verdict == SAME, pair.reason
+        assert pair.verdict == LimitVerdict.SAME, pair.reason
         if pair.estimate is None:  # one method in two precisions: rounding only
             assert all(np.less_equal(pair.differences, pair.allowance))
             assert max(pair.differences) <= 1e3 * UNIT
             continue
-        assert pair.estimate.verdict == "PASS"
+        assert pair.estimate.verdict == OrderVerdict.PASS
         assert pair.estimate.order == pytest.approx(pair.expected_order, abs=0.1)
         # the differences shrink: the finest is below the coarsest by the expected factor
         ratio = pair.differences[0] / pair.differences[-1]
         assert ratio >= 0.5 * 16**pair.expected_order
-    json.dumps(uniqueness.to_json(), allow_nan=False)
+    round_trip(uniqueness)
 
 
 def test_the_expected_rate_is_the_lower_of_the_two_orders(uniqueness):
@@ -87,7 +87,7 @@ def test_every_method_converges_to_the_exact_uniform_attention_solution(rng):
     problem = Problem(rng.standard_normal((4, 3)), PiecewiseControls(layers), 2.0, norm="none")
     levels = (4, 8, 16, 32, 64)
     study = uniqueness_study(problem, precisions=["float64"], steps_per_unit=levels)
-    assert study.verdict == SAME
+    assert study.verdict == LimitVerdict.SAME
     exact = uniform_attention_solution(problem, FLOAT64)
     errors = {
         label: [
@@ -97,7 +97,7 @@ def test_every_method_converges_to_the_exact_uniform_attention_solution(rng):
     }
     for label, order in study.orders.items():
         fit = estimate_order([1 / m for m in levels], errors[label], expected=order)
-        assert fit.verdict == "PASS", (label, fit)
+        assert fit.verdict == OrderVerdict.PASS, (label, fit)
     for pair in study.pairs:
         bounds = np.add(errors[pair.first], errors[pair.second])
         assert np.all(np.array(pair.differences) <= bounds * (1 + 1e-9) + 1e-13)
@@ -113,7 +113,7 @@ def test_a_method_with_another_limit_is_flagged(smooth_post_problem):
         precisions=["float64"], steps_per_unit=(4, 8, 16, 32),
     )  # fmt: skip
     (pair,) = study.pairs
-    assert study.verdict == DIFFERENT and pair.verdict == DIFFERENT
+    assert study.verdict == LimitVerdict.DIFFERENT and pair.verdict == LimitVerdict.DIFFERENT
     assert pair.estimate.verdict not in SAME_LIMIT_VERDICTS
     assert min(pair.differences) > 1e-2  # the two limits differ by an O(1) amount
 

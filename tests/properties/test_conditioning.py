@@ -17,7 +17,16 @@ from hypothesis import strategies as st
 import properties.conditioning as conditioning
 from properties.claim_check import CheckVerdict
 from solvers import InvalidInputError, LayerWeights, TideError, backend
+from solvers.line_fit import fit_line
 from solvers.operators import layer_norm
+from solvers.records import from_json, to_json
+
+
+def assert_round_trips(result):
+    """The result as JSON (no nan or inf literals), read back into its class unchanged."""
+    data = json.loads(json.dumps(to_json(result), allow_nan=False))
+    assert to_json(from_json(type(result), data)) == data
+
 
 # ------------------------------------------------------------------ LN near constant rows
 
@@ -37,7 +46,7 @@ def test_layer_norm_lipschitz_grows_like_one_over_std_in_mpmath(sigma1, sigma2, 
     # central difference shortens the arc to a chord by (h / s)^2 / 2 = 5e-9
     np.testing.assert_allclose(result.scaled, sigma2, rtol=1e-8)
     assert result.constant == pytest.approx(sigma2, rel=1e-8)
-    json.dumps(result.to_json(), allow_nan=False)
+    assert_round_trips(result)
 
 
 @settings(max_examples=30, deadline=None)
@@ -68,9 +77,8 @@ def test_float32_resolves_fewer_decades_and_says_so():
     assert dropped and min(result.fitted) > max(dropped)
     rounding = dict(zip(result.stds, result.rounding, strict=True))
     assert all(rounding[s] > conditioning.ROUNDING_LIMIT for s in dropped)
-    assert (
-        result.decades < 4 and result.verdict == CheckVerdict.HOLDS
-    )  # on the points it can resolve
+    # on the points it can resolve
+    assert result.decades < 4 and result.verdict == CheckVerdict.HOLDS
     assert -1.05 <= result.slope <= -0.95
 
 
@@ -127,7 +135,7 @@ def test_tied_rows_never_saturate_and_the_constant_grows_linearly(rng):
     assert math.isinf(result.score_gap)
     assert max(result.distance_to_hard) <= max(result.rounding_floor)
     assert result.decay.points == 0
-    json.dumps(result.to_json(), allow_nan=False)
+    assert_round_trips(result)
 
 
 def test_generic_rows_saturate_to_hard_attention(rng):
@@ -178,16 +186,16 @@ def test_fit_line_intervals(rng):
     """Exact data: the line and zero-width intervals; noisy data: the 95% intervals hold the
     truth in about 95% of repeated draws."""
     x = np.linspace(0, 5, 9)
-    exact = conditioning.fit_line(x, 2 - 3 * x)
+    exact = fit_line(x, 2 - 3 * x)
     assert exact.slope == pytest.approx(-3, abs=1e-13)
     assert exact.intercept == pytest.approx(2, abs=1e-13)
     assert exact.slope_interval[1] - exact.slope_interval[0] < 1e-12
     covered = 0
     for _ in range(400):
-        fit = conditioning.fit_line(x, 2 - 3 * x + 0.1 * rng.standard_normal(9))
+        fit = fit_line(x, 2 - 3 * x + 0.1 * rng.standard_normal(9))
         covered += fit.slope_interval[0] <= -3 <= fit.slope_interval[1]
     assert 0.91 <= covered / 400 <= 0.99  # binomial(400, 0.95): 4 standard deviations
-    assert math.isnan(conditioning.fit_line(x[:2], x[:2]).slope)
+    assert math.isnan(fit_line(x[:2], x[:2]).slope)
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -13,12 +13,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-import properties.invariants as invariants
+import properties.equivariance as equivariance
+from properties.attention_weights import check_attention_weights
 from properties.claim_check import CheckVerdict
+from properties.constraint_set import check_flow_stays_on_s1
+from properties.projection_theorem import check_projection_idempotence_and_scale
+from properties.projections import (
+    ProjectionExpansion,
+    check_relu_projection,
+    measure_projection_expansion,
+)
+from properties.rounding_bounds import attention_rounding_bound
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
 from solvers.errors import NumericalBreakdownError
-from solvers.operators import attention, layer_norm, project_to_s1
-from solvers.records import to_json
+from solvers.operators import attention, attention_heads, layer_norm, project_to_s1
+from solvers.records import from_json, to_json
 
 FLOATS = ("float32", "float64")
 MPMATH = backend("mpmath", 30)
@@ -73,8 +82,8 @@ def assert_all_hold(checks):
 @pytest.mark.parametrize("precision", FLOATS)
 def test_operators_and_layer_are_permutation_equivariant(precision, case, norm):
     layer, u, order = case
-    checks = invariants.check_permutation_equivariance(
-        layer, u, order, precision=precision, norm=norm, operators=invariants.OPERATORS[:4]
+    checks = equivariance.check_permutation_equivariance(
+        layer, u, order, precision=precision, norm=norm, operators=equivariance.OPERATORS[:4]
     )
     assert [c.claim.split()[0] for c in checks] == ["attention", "feed-forward", "layer", "a"]
     assert_all_hold(checks)
@@ -90,7 +99,7 @@ def test_operators_and_layer_are_permutation_equivariant(precision, case, norm):
 @pytest.mark.parametrize("precision", FLOATS)
 def test_continuous_solve_is_permutation_equivariant(precision, case, steps, norm, method):
     layer, u, order = case
-    [check] = invariants.check_permutation_equivariance(
+    [check] = equivariance.check_permutation_equivariance(
         layer,
         u,
         order,
@@ -106,8 +115,8 @@ def test_continuous_solve_is_permutation_equivariant(precision, case, steps, nor
 def test_equivariance_holds_in_mpmath(rng):
     layer = LayerWeights.random(6, 2, 8, rng)
     u = rng.standard_normal((4, 6))
-    checks = invariants.check_permutation_equivariance(
-        layer, u, [2, 0, 3, 1], precision=MPMATH, operators=invariants.OPERATORS[:4]
+    checks = equivariance.check_permutation_equivariance(
+        layer, u, [2, 0, 3, 1], precision=MPMATH, operators=equivariance.OPERATORS[:4]
     )
     assert_all_hold(checks)
     assert max(c.tolerance for c in checks) < 1e-24
@@ -120,11 +129,11 @@ def test_positional_information_breaks_equivariance(precision, rng):
     u = rng.standard_normal((5, 8))
     order = [3, 0, 4, 1, 2]
     # the derived tolerances resolve the claims: an O(1e-2) defect would already fail
-    checks = invariants.check_permutation_equivariance(layer, u, order, precision=precision)
+    checks = equivariance.check_permutation_equivariance(layer, u, order, precision=precision)
     assert_all_hold(checks)
     assert max(c.tolerance for c in checks) < (1e-2 if precision == "float32" else 1e-10)
     for positional in ({"causal": True}, {"token_weights": np.arange(1.0, 6.0)}):
-        checks = invariants.check_permutation_equivariance(
+        checks = equivariance.check_permutation_equivariance(
             layer, u, order, precision=precision, **positional
         )
         verdicts = {c.claim.split()[0]: c.verdict for c in checks}
@@ -143,13 +152,13 @@ def test_a_token_mixing_feed_forward_is_flagged(monkeypatch, rng):
     """A deliberately wrong FFN that adds the first token to every row is not equivariant."""
     layer = LayerWeights.random(8, 2, 16, rng)
     u = rng.standard_normal((4, 8))
-    real = invariants.feed_forward
+    real = equivariance.feed_forward
 
     def mixing(bk, x, w, pattern=None):
         return real(bk, x, w) + x[..., :1, :]
 
-    monkeypatch.setattr(invariants, "feed_forward", mixing)
-    [check] = invariants.check_permutation_equivariance(
+    monkeypatch.setattr(equivariance, "feed_forward", mixing)
+    [check] = equivariance.check_permutation_equivariance(
         layer, u, [1, 2, 3, 0], operators=["feed_forward"]
     )
     assert check.verdict == CheckVerdict.FAILS and check.defect > 1e-2
@@ -158,7 +167,7 @@ def test_a_token_mixing_feed_forward_is_flagged(monkeypatch, rng):
 def test_equivariance_rejects_bad_input(rng):
     layer = LayerWeights.random(4, 1, 4, rng)
     u = rng.standard_normal((3, 4))
-    check = invariants.check_permutation_equivariance
+    check = equivariance.check_permutation_equivariance
     with pytest.raises(InvalidInputError, match=r"permutation must reorder range\(3\)"):
         check(layer, u, [0, 0, 1])
     with pytest.raises(InvalidInputError, match="unknown operator 'softmax'"):
@@ -189,7 +198,7 @@ def test_attention_rows_are_probabilities_and_outputs_in_the_hull(
     layer, u, _ = case
     tokens = u.shape[-2]
     weights = np.linspace(0.5, 2.0, tokens) if weighted else None
-    checks = invariants.check_attention_weights(
+    checks = check_attention_weights(
         layer, u, precision=precision, causal=causal, token_weights=weights
     )
     assert len(checks) == 5
@@ -201,7 +210,7 @@ def test_attention_rows_are_probabilities_and_outputs_in_the_hull(
 @pytest.mark.parametrize("precision", [MPMATH, backend("longdouble")], ids=repr)
 def test_attention_hull_in_high_precision(precision, rng):
     layer = LayerWeights.random(6, 3, 8, rng, weight_scale=1.5)
-    checks = invariants.check_attention_weights(
+    checks = check_attention_weights(
         layer, rng.standard_normal((5, 6)), precision=precision, causal=True
     )
     assert_all_hold(checks)
@@ -213,7 +222,7 @@ def test_attention_heads_are_softmax_of_scaled_scores(rng):
     layer = LayerWeights.random(6, 2, 8, rng)
     u = rng.standard_normal((4, 6))
     bk = backend("float64")
-    p, v, o = invariants.attention_heads(bk, u, layer.on(bk))
+    p, v, o = attention_heads(bk, u, layer.on(bk))
     for h in range(2):
         q, k = u @ layer.wq[h] + layer.bq[h], u @ layer.wk[h] + layer.bk[h]
         scores = layer.scale * q @ k.T
@@ -229,9 +238,9 @@ def test_overflow_is_a_numerical_breakdown(rng):
     layer = LayerWeights.random(8, 2, 16, rng, weight_scale=4.0)
     u = 60 * rng.standard_normal((4, 8))
     with pytest.raises(NumericalBreakdownError, match=r"float16.*inf or NaN in attention"):
-        invariants.check_attention_weights(layer, u, precision="float16")
+        check_attention_weights(layer, u, precision="float16")
     with pytest.raises(NumericalBreakdownError, match=r"float16.*inf or NaN in attention"):
-        invariants.check_permutation_equivariance(
+        equivariance.check_permutation_equivariance(
             layer, u, [1, 0, 3, 2], precision="float16", operators=["attention"]
         )
 
@@ -249,7 +258,7 @@ def test_wrong_attention_weights_are_flagged(rng):
         return scores - bk.sum(scores, -1) / scores.shape[-1]
 
     verdicts = {
-        f.__name__: {c.claim: c.verdict for c in invariants.check_attention_weights(
+        f.__name__: {c.claim: c.verdict for c in check_attention_weights(
             layer, u, normalise=f)}
         for f in (unnormalised, signed)
     }  # fmt: skip
@@ -290,7 +299,7 @@ def test_post_ln_flow_stays_on_s1(seed, tokens, depth, method, norm_pair, precis
         )
     u = 3 * rng.standard_normal((tokens, 8)) + rng.standard_normal()
     problem = Problem(u, PiecewiseControls(stack), float(depth))
-    check = invariants.check_flow_stays_on_s1(problem, *method, precision=precision)
+    check = check_flow_stays_on_s1(problem, *method, precision=precision)
     assert_all_hold([check])
     assert check.configuration["layers"] == depth
 
@@ -298,7 +307,7 @@ def test_post_ln_flow_stays_on_s1(seed, tokens, depth, method, norm_pair, precis
 def test_layer_norm_with_eps_leaves_s1(rng):
     """eps > 0: each LN output has variance sigma2^2 var / (var + eps), not sigma2^2."""
     stack = [LayerWeights.random(8, 2, 16, rng, eps=1e-3) for _ in range(2)]
-    check = invariants.check_flow_stays_on_s1(
+    check = check_flow_stays_on_s1(
         Problem(rng.standard_normal((4, 8)), PiecewiseControls(stack), 2.0)
     )
     assert check.verdict == CheckVerdict.FAILS
@@ -309,10 +318,10 @@ def test_s1_check_rejects_other_norms(rng):
     layer = LayerWeights.random(8, 2, 16, rng)
     u = rng.standard_normal((4, 8))
     with pytest.raises(InvalidInputError, match="only with post-LN"):
-        invariants.check_flow_stays_on_s1(Problem(u, PiecewiseControls([layer]), 1.0, "pre"))
+        check_flow_stays_on_s1(Problem(u, PiecewiseControls([layer]), 1.0, "pre"))
     affine = LayerWeights.random(8, 2, 16, rng, affine=True)
     with pytest.raises(InvalidInputError, match="per-feature norm2 gain"):
-        invariants.check_flow_stays_on_s1(Problem(u, PiecewiseControls([affine]), 1.0))
+        check_flow_stays_on_s1(Problem(u, PiecewiseControls([affine]), 1.0))
 
 
 # -------------------------------------------------------------- relu and the projection
@@ -329,15 +338,13 @@ finite = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False)
     precision=st.sampled_from(["float16", "bfloat16", "float32", "float64"]),
 )  # fmt: skip
 def test_relu_is_an_idempotent_non_expansive_projection(pair, precision):
-    checks = invariants.check_relu_projection(*pair, precision=precision)
+    checks = check_relu_projection(*pair, precision=precision)
     assert_all_hold(checks)
     assert [c.tolerance for c in checks] == [0.0, 0.0]
 
 
 def test_relu_checks_in_mpmath(rng):
-    assert_all_hold(
-        invariants.check_relu_projection(*rng.standard_normal((2, 30)), precision=MPMATH)
-    )
+    assert_all_hold(check_relu_projection(*rng.standard_normal((2, 30)), precision=MPMATH))
 
 
 @st.composite
@@ -354,9 +361,7 @@ def rows(draw):
 @given(v=rows(), sigma1=st.floats(-100, 100), sigma2=st.floats(1e-2, 1e2))
 @pytest.mark.parametrize("precision", FLOATS)
 def test_projection_is_idempotent_and_scale_invariant(precision, v, sigma1, sigma2):
-    checks = invariants.check_projection_idempotence_and_scale(
-        v, sigma1, sigma2, precision=precision
-    )
+    checks = check_projection_idempotence_and_scale(v, sigma1, sigma2, precision=precision)
     assert_all_hold(checks)
 
 
@@ -369,11 +374,9 @@ def test_projection_checks_flag_layer_norm_with_eps(rng):
 
     for precision in (*FLOATS, MPMATH):
         assert_all_hold(
-            invariants.check_projection_idempotence_and_scale(
-                v, sigma1, sigma2, precision=precision
-            )
+            check_projection_idempotence_and_scale(v, sigma1, sigma2, precision=precision)
         )
-        wrong = invariants.check_projection_idempotence_and_scale(
+        wrong = check_projection_idempotence_and_scale(
             v, sigma1, sigma2, precision=precision, projection=with_eps
         )
         assert [c.verdict for c in wrong] == [CheckVerdict.FAILS, CheckVerdict.FAILS]
@@ -387,9 +390,10 @@ def test_projection_checks_flag_layer_norm_with_eps(rng):
     seed=st.integers(0, 2**32 - 1),
 )
 def test_projection_expansion_is_measured_against_the_radius(d, sigma1, sigma2, seed):
-    result = invariants.measure_projection_expansion(d, sigma1, sigma2, seed)
+    result = measure_projection_expansion(d, sigma1, sigma2, seed)
     assert_all_hold(result.checks)
-    json.dumps(result.to_json(), allow_nan=False)
+    data = json.loads(json.dumps(to_json(result), allow_nan=False))
+    assert to_json(from_json(ProjectionExpansion, data)) == data
     assert result.radius == pytest.approx(sigma2 * math.sqrt(d), rel=1e-15)
     # P's local Lipschitz constant at radial distance r is R / r (theory), measured with a
     # tangent step of relative size 1e-3, whose chord shortens it by 3 / 8 step^2
@@ -403,7 +407,7 @@ def test_projection_expansion_is_measured_against_the_radius(d, sigma1, sigma2, 
 
 @pytest.mark.parametrize("precision", ["float32", MPMATH], ids=str)
 def test_projection_expansion_in_other_precisions(precision):
-    result = invariants.measure_projection_expansion(8, 0.3, 1.5, 3, precision=precision)
+    result = measure_projection_expansion(8, 0.3, 1.5, 3, precision=precision)
     assert_all_hold(result.checks)
 
 
@@ -414,7 +418,7 @@ def test_expansion_check_flags_a_map_onto_a_larger_sphere():
     def doubled(bk, x):
         return 2 * project_to_s1(bk, x, sigma1, sigma2) - bk.asarray(sigma1)
 
-    result = invariants.measure_projection_expansion(8, sigma1, sigma2, 1, projection=doubled)
+    result = measure_projection_expansion(8, sigma1, sigma2, 1, projection=doubled)
     assert [c.verdict for c in result.checks] == [
         CheckVerdict.FAILS,
         CheckVerdict.FAILS,
@@ -425,11 +429,11 @@ def test_expansion_check_flags_a_map_onto_a_larger_sphere():
 
 def test_expansion_rejects_bad_input():
     with pytest.raises(InvalidInputError, match="step must be > 0"):
-        invariants.measure_projection_expansion(8, 0.0, 1.0, step=0.0)
+        measure_projection_expansion(8, 0.0, 1.0, step=0.0)
     with pytest.raises(InvalidInputError, match="radii must be a non-empty"):
-        invariants.measure_projection_expansion(8, 0.0, 1.0, radii=[])
+        measure_projection_expansion(8, 0.0, 1.0, radii=[])
     with pytest.raises(InvalidInputError, match="d must be >= 3"):
-        invariants.measure_projection_expansion(2, 0.0, 1.0)
+        measure_projection_expansion(2, 0.0, 1.0)
 
 
 def test_attention_rounding_bound_covers_measured_error(rng):
@@ -444,5 +448,5 @@ def test_attention_rounding_bound_covers_measured_error(rng):
     b32, b64 = backend("float32"), backend("float64")
     got = attention(b32, b32.asarray(u), layer.on(b32)).astype(float)
     error = np.abs(got - attention(b64, u, layer.on(b64)))
-    bound = invariants.attention_rounding_bound(u, layer, None, b32.unit_roundoff)
+    bound = attention_rounding_bound(u, layer, None, b32.unit_roundoff)
     assert np.all(error <= bound)

@@ -1,4 +1,4 @@
-"""The paper's six sub-steps against the post-LN layer (MODEL.md section 2)."""
+"""The paper's six sub-steps against the post-LN layer (docs/model.md section 2)."""
 
 from __future__ import annotations
 

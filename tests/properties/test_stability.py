@@ -5,6 +5,7 @@ the linear prediction (and where it does not apply), and bad input."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 from fractions import Fraction
@@ -16,9 +17,13 @@ import scipy.linalg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import properties.stability as stability
 from convergence.order import estimate_order
 from properties.claim_check import CheckVerdict
+from properties.damped_attention import damped_attention_layer
+from properties.linearisation import layer_trajectory, linearise
+from properties.lyapunov import ftle_convergence, perturbation_growth
+from properties.stability_map import StabilityMap, stability_map, varied_problem
+from properties.stability_point import OFFSET_LIMIT, PointVerdict
 from solvers import (
     InvalidInputError,
     LayerWeights,
@@ -28,13 +33,45 @@ from solvers import (
     backend,
     solve,
 )
-from solvers.integrators import EULER, RK2, RK4
+from solvers.flow import LayerFlow
+from solvers.integrators import EULER, RK2, RK4, ray_boundary, stability_function
+from solvers.methods import resolve_method
+from solvers.records import from_json, to_json
 from solvers.reference import Reference
 
 ORDER_12 = Reference(name="reference-order-12", levels=6, events=False)
 """The extrapolation reference at order 12 for analytic fields: 3.5 times cheaper per step
 than the default order 24, and converged to the maps' 1e-4 at the steps they use."""
 ORDER_12_EVENTS = Reference(name="reference-order-12-events", levels=6, events=True)
+
+
+def same(a: object, b: object) -> bool:
+    """Equal field by field, nan equal to nan, types of dataclasses, enums and
+    containers included (dataclass == says nan != nan)."""
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(
+            same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    if isinstance(a, enum.Enum):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == b
+
+
+def assert_round_trips(result: object) -> None:
+    """The result as strict JSON (nan and inf as strings) reads back into an equal one."""
+    data = json.loads(json.dumps(to_json(result), allow_nan=False))
+    assert same(from_json(type(result), data), result)
+
 
 # ------------------------------------------------------------------ exactly known flows
 
@@ -80,7 +117,7 @@ def test_lie_amplification_and_ftle_are_exact_in_mpmath(rng):
     generators = [0.6 * rng.standard_normal((3, 3)) for _ in range(2)]
     problem = linear_problem(generators, rng)
     bk = backend("mpmath", 30)
-    result = stability.perturbation_growth(problem, "lie", 1, precision=bk)
+    result = perturbation_growth(problem, "lie", 1, precision=bk)
     identity = np.eye(3)
     for n, m in enumerate(generators):
         assert result.amplification[n] == pytest.approx(max(1, spectral(identity + m)), rel=1e-13)
@@ -94,7 +131,7 @@ def test_lie_amplification_and_ftle_are_exact_in_mpmath(rng):
     assert abs(ctx.mpf(result.ftle_digits[-1]) - ctx.log(exact) / 2) < 1e-19
     assert result.times == [1.0, 2.0]
     assert result.jacobian_error < 1e-19
-    json.dumps(result.to_json(), allow_nan=False)
+    assert_round_trips(result)
 
 
 def test_flow_amplification_matches_the_matrix_exponential(rng):
@@ -103,7 +140,7 @@ def test_flow_amplification_matches_the_matrix_exponential(rng):
     Richardson estimate of the Jacobians' truncation error."""
     generators = [0.6 * rng.standard_normal((3, 3)) for _ in range(2)]
     problem = linear_problem(generators, rng)
-    result = stability.perturbation_growth(problem, "reference", 2, precision="float64")
+    result = perturbation_growth(problem, "reference", 2, precision="float64")
     flows = [scipy.linalg.expm(m) for m in generators]
     exact_layers = [max(1, spectral(f)) for f in flows]
     exact_growth = max(1, spectral(flows[0] @ flows[1]))
@@ -121,7 +158,7 @@ def test_post_ln_jacobians_live_in_the_tangent_space(rng):
     layers = [LayerWeights.random(4, 2, 8, rng=3)]
     problem = Problem(rng.standard_normal((2, 4)), PiecewiseControls(layers), 1, norm="post")
     bk = backend("float64")
-    linearisation = stability._linearise(problem, stability._method("lie"), 1, bk, 1e-6)
+    linearisation = linearise(problem, resolve_method("lie"), 1, bk, 1e-6)
     singular = np.linalg.svd(linearisation.jacobians[0], compute_uv=False)
     assert np.all(singular[-4:] < 1e-8 * singular[0])
     assert singular[-5] > 1e-3 * singular[0]
@@ -135,11 +172,10 @@ def test_replayed_events_give_the_derivative_of_the_solve_with_events(rng):
     problem = Problem(rng.standard_normal((2, 3)), PiecewiseControls([layer]), 1, norm="pre")
     bk = backend("float64")
     method = ORDER_12_EVENTS
-    maps = stability._LayerMaps(problem, method, 2, bk)
     with bk.active():
-        _, schedule = maps.advance(0, problem.initial_state(bk))
-    assert len(schedule) > 2  # pre-activations cross zero: event location split the 2 steps
-    linearisation = stability._linearise(problem, method, 2, bk, 1e-5)
+        _, committed = layer_trajectory(problem, method, 2, LayerFlow.from_problem(problem, bk))
+    assert len(committed[0]) > 2  # pre-activations cross zero: event location split the 2 steps
+    linearisation = linearise(problem, method, 2, bk, 1e-5)
     direction = rng.standard_normal((2, 3))
     h = 1e-5
     plus = solve(dataclasses.replace(problem, u0=problem.u0 + h * direction), method, 2)
@@ -155,8 +191,8 @@ def test_mpmath_and_float64_agree_on_a_nonlinear_post_ln_problem(rng):
     layers = [LayerWeights.random(4, 2, 8, rng=s) for s in (1, 2)]
     problem = Problem(rng.standard_normal((2, 4)), PiecewiseControls(layers), 2, norm="post")
     for method, steps in (("lie", 1), ("projected-rk4", 2)):
-        fine = stability.perturbation_growth(problem, method, steps)  # mpmath, 40 digits
-        coarse = stability.perturbation_growth(problem, method, steps, precision="float64")
+        fine = perturbation_growth(problem, method, steps)  # mpmath, 40 digits
+        coarse = perturbation_growth(problem, method, steps, precision="float64")
         assert fine.jacobian_error < 1e-24 and coarse.jacobian_error < 1e-8
         tolerance = 2 * 3 * coarse.jacobian_error + 1e-13  # two layers
         np.testing.assert_allclose(coarse.growth, fine.growth, rtol=tolerance)
@@ -189,7 +225,7 @@ def smooth_post_ln_problem() -> Problem:
 def test_ftle_of_the_scheme_tends_to_the_flow_at_its_order(
     smooth_post_ln_problem, method, steps, precision
 ):
-    result = stability.ftle_convergence(
+    result = ftle_convergence(
         smooth_post_ln_problem,
         method,
         steps,
@@ -203,13 +239,13 @@ def test_ftle_of_the_scheme_tends_to_the_flow_at_its_order(
     assert abs(result.order_estimate["order"] - result.expected_order) <= 0.35
     assert result.differences[-1] < 2e-3
     assert 10 * result.floor < min(result.differences[-3:])  # the finest three are resolved
-    json.dumps(result.to_json(), allow_nan=False)
+    assert_round_trips(result)
 
 
 def test_ftle_convergence_fails_when_the_differences_do_not_shrink(smooth_post_ln_problem):
     """Negative control: against a wrong 'flow' (the Lie scheme at dt = 1) the differences
     tend to a non-zero constant, which must not pass as converging."""
-    result = stability.ftle_convergence(
+    result = ftle_convergence(
         smooth_post_ln_problem,
         "projected-rk4",
         (2, 4, 8),
@@ -227,31 +263,27 @@ def test_ftle_convergence_fails_when_the_differences_do_not_shrink(smooth_post_l
 def test_stability_functions_of_the_tableaux():
     """R(z) = 1 + z, 1 + z + z^2/2 and the degree-4 Taylor polynomial of exp: an explicit
     method of order p = s <= 4 matches exp(z) to z^p."""
-    assert stability.stability_function(EULER) == [1, 1]
-    assert stability.stability_function(RK2) == [1, 1, Fraction(1, 2)]
-    assert stability.stability_function(RK4) == [1 / Fraction(math.factorial(k)) for k in range(5)]
+    assert stability_function(EULER) == [1, 1]
+    assert stability_function(RK2) == [1, 1, Fraction(1, 2)]
+    assert stability_function(RK4) == [1 / Fraction(math.factorial(k)) for k in range(5)]
 
 
 def test_ray_boundaries_of_known_regions():
     """Euler |1 + z| <= 1 meets the negative axis at 2; RK2 at 2; RK4 at 2.785293563405...
     (the real root of 1 + z/2 + z^2/6 + z^3/24 ... = +-1) and the imaginary axis at 2 sqrt 2."""
-    rk4 = stability.stability_function(RK4)
-    assert stability.ray_boundary([1, 1], math.pi)[0] == pytest.approx(2, rel=1e-12)
-    assert stability.ray_boundary(stability.stability_function(RK2), math.pi)[0] == (
-        pytest.approx(2, rel=1e-12)
-    )
-    assert stability.ray_boundary(rk4, math.pi)[0] == pytest.approx(2.785293563405282, rel=1e-10)
-    assert stability.ray_boundary(rk4, math.pi / 2 + 1e-12)[0] == pytest.approx(
-        2 * math.sqrt(2), rel=1e-6
-    )
-    assert stability.ray_boundary([1, 1], math.pi / 3)[0] == 0.0  # Re > 0: unstable at once
+    rk4 = stability_function(RK4)
+    assert ray_boundary([1, 1], math.pi)[0] == pytest.approx(2, rel=1e-12)
+    assert ray_boundary(stability_function(RK2), math.pi)[0] == (pytest.approx(2, rel=1e-12))
+    assert ray_boundary(rk4, math.pi)[0] == pytest.approx(2.785293563405282, rel=1e-10)
+    assert ray_boundary(rk4, math.pi / 2 + 1e-12)[0] == pytest.approx(2 * math.sqrt(2), rel=1e-6)
+    assert ray_boundary([1, 1], math.pi / 3)[0] == 0.0  # Re > 0: unstable at once
 
 
 @settings(max_examples=50, deadline=None)
 @given(angle=st.floats(math.pi / 2 + 1e-3, math.pi), size=st.floats(0.1, 1e3))
 def test_euler_ray_boundary_is_minus_two_re_over_modulus_squared(angle, size):
     value = size * complex(math.cos(angle), math.sin(angle))
-    root, slope = stability.ray_boundary([1, 1], angle)
+    root, slope = ray_boundary([1, 1], angle)
     assert root / size == pytest.approx(-2 * value.real / abs(value) ** 2, rel=1e-9)
     assert slope == pytest.approx(-math.cos(angle), rel=1e-6)  # d|1 + r w| / dr at r*
 
@@ -283,7 +315,7 @@ def test_stability_map_of_a_linear_flow_matches_the_exact_boundary(rng):
     q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
     eigenvalues = np.array([-20.0, -6.0, -0.5])
     problem = linear_problem([q @ np.diag(eigenvalues) @ q.T], rng)
-    result = stability.stability_map(
+    result = stability_map(
         problem,
         ("lie", "projected-rk4"),
         scales=(1.0, 1.5),
@@ -296,27 +328,27 @@ def test_stability_map_of_a_linear_flow_matches_the_exact_boundary(rng):
     assert len(result.points) == 4 and result.verdict == CheckVerdict.HOLDS
     for point in result.points:
         tableau = EULER if point.method == "lie" else RK4
-        coefficients = [float(c) for c in stability.stability_function(tableau)]
+        coefficients = [float(c) for c in stability_function(tableau)]
         scaled = eigenvalues * point.scale**2
         stable = exact_linear_boundary(coefficients, scaled, 2.0, 64)
         assert point.stable_dt == 1 / stable and point.unstable_dt == 1 / (stable - 1)
-        root = stability.ray_boundary(stability.stability_function(tableau), math.pi)[0]
+        root = ray_boundary(stability_function(tableau), math.pi)[0]
         assert point.prediction.predicted_dt == pytest.approx(root / -scaled.min(), rel=1e-6)
         assert point.flow_growth == pytest.approx(1.0, rel=1e-6)  # deviations: growth 1
-        assert point.applies and point.verdict == stability.AGREES
+        assert point.applies and point.verdict == PointVerdict.AGREES
         assert abs(point.relative_disagreement) <= 0.2
-    json.dumps(result.to_json(), allow_nan=False)
+    assert_round_trips(result)
 
 
 @pytest.fixture(scope="module")
-def damped_map() -> stability.StabilityMap:
+def damped_map() -> StabilityMap:
     """Random attention (weight scale 2) and the exact linear damping F(U) = -U K, K with
     eigenvalues 1..20, norm "none": at weight scale s the stiff eigenvalues are near
     -20 s^2, moved by an attention term that grows as the temperature falls."""
     rng = np.random.default_rng(1)
-    layer = stability.damped_attention_layer(4, 1, 20.0, rng=3, attention_scale=2.0)
+    layer = damped_attention_layer(4, 1, 20.0, rng=3, attention_scale=2.0)
     problem = Problem(rng.standard_normal((2, 4)), PiecewiseControls([layer]), 1, norm="none")
-    return stability.stability_map(
+    return stability_map(
         problem,
         ("lie", "projected-rk4"),
         scales=(1.0, 2.0),
@@ -343,8 +375,8 @@ def test_damped_attention_map_agrees_where_the_linearisation_applies(damped_map)
         assert point.scan[round(1 / point.unstable_dt)] > damped_map.factor
     for point in points:
         if not point.applies:
-            assert point.reasons and point.verdict == stability.NOT_APPLICABLE
-    json.dumps(damped_map.to_json(), allow_nan=False)
+            assert point.reasons and point.verdict == PointVerdict.NOT_APPLICABLE
+    assert_round_trips(damped_map)
 
 
 def test_damped_attention_spectrum_follows_the_damping(damped_map):
@@ -374,7 +406,7 @@ def test_post_ln_transformer_map_says_where_the_linearisation_does_not_apply(rng
     log(factor G) / (T |Re lambda|)."""
     layers = [LayerWeights.random(4, 1, 8, rng=5)]
     problem = Problem(rng.standard_normal((2, 4)), PiecewiseControls(layers), 1, norm="post")
-    result = stability.stability_map(
+    result = stability_map(
         problem,
         "lie",
         scales=(1.0, 2.0),
@@ -384,14 +416,14 @@ def test_post_ln_transformer_map_says_where_the_linearisation_does_not_apply(rng
         samples_per_unit=2,
     )
     factor, largest = result.factor, result.inputs["max_steps_per_unit"]
-    assert result.verdict == stability.NOT_APPLICABLE
+    assert result.verdict == PointVerdict.NOT_APPLICABLE
     for point in result.points:
         assert not point.applies and point.reasons
         reasons = " | ".join(point.reasons)
         value = complex(*point.prediction.eigenvalue)
         closed_form = math.log(factor * point.flow_growth) / -value.real
         assert point.expected_offset == pytest.approx(closed_form, rel=1e-6)
-        slow = abs(point.expected_offset) > stability.OFFSET_LIMIT
+        slow = abs(point.expected_offset) > OFFSET_LIMIT
         assert slow == ("damps too slowly" in reasons)
         assert (point.prediction.spread > 1.2) == ("changes along the trajectory" in reasons)
         ratios = sorted(point.scan.items())
@@ -408,6 +440,7 @@ def test_post_ln_transformer_map_says_where_the_linearisation_does_not_apply(rng
             assert point.accuracy_error == pytest.approx(carried, rel=1e-12)
             assert (carried > (factor - 1) / 2) == ("accuracy, not stability" in reasons)
     assert {p.scale for p in result.points if "not monotone" in " ".join(p.reasons)} == {2.0}
+    assert_round_trips(result)  # a "not applicable" verdict and its reasons
 
 
 # ------------------------------------------------------------------ bad input
@@ -422,9 +455,9 @@ def small_problem() -> Problem:
 @pytest.mark.parametrize("size", [0.0, -1e-6, float("nan"), float("inf")])
 def test_a_perturbation_size_that_is_not_positive_is_rejected(small_problem, size):
     with pytest.raises(InvalidInputError, match="relative_step"):
-        stability.perturbation_growth(small_problem, relative_step=size, precision="float64")
+        perturbation_growth(small_problem, relative_step=size, precision="float64")
     with pytest.raises(InvalidInputError, match="relative_step"):
-        stability.stability_map(small_problem, relative_step=size)
+        stability_map(small_problem, relative_step=size)
 
 
 @pytest.mark.parametrize(
@@ -441,13 +474,13 @@ def test_a_perturbation_size_that_is_not_positive_is_rejected(small_problem, siz
 )
 def test_bad_sweeps_are_rejected(small_problem, keyword, value, name):
     with pytest.raises(InvalidInputError, match=name):
-        stability.stability_map(small_problem, **{keyword: value})
+        stability_map(small_problem, **{keyword: value})
 
 
 def test_an_empty_or_short_refinement_sweep_is_rejected(small_problem):
     for steps in ((), (1, 2), (2, 2, 4)):
         with pytest.raises(InvalidInputError, match="steps_per_unit"):
-            stability.ftle_convergence(small_problem, "lie", steps, precision="float64")
+            ftle_convergence(small_problem, "lie", steps, precision="float64")
 
 
 def test_non_finite_weights_are_rejected_by_name():
@@ -457,9 +490,9 @@ def test_non_finite_weights_are_rejected_by_name():
     with pytest.raises(InvalidInputError, match="w1"):
         dataclasses.replace(layer, w1=broken)
     with pytest.raises(TideError, match="stiffness"):
-        stability.damped_attention_layer(4, 1, float("nan"))
+        damped_attention_layer(4, 1, float("nan"))
     with pytest.raises(InvalidInputError, match="scale"):
-        stability.varied_problem(
+        varied_problem(
             Problem(np.ones((2, 4)) * np.arange(4), PiecewiseControls([layer]), 1),
             float("nan"),
             1.0,

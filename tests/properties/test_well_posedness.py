@@ -20,13 +20,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import properties.well_posedness as wp
 from properties.claim_check import CheckVerdict
+from properties.continuous_dependence import QUOTIENT_AGREEMENT, continuous_dependence
+from properties.dependence_sweep import (
+    Configuration,
+    DependenceSweep,
+    continuous_dependence_sweep,
+)
+from properties.gronwall import GronwallBound, LayerBound, gronwall_bound
+from properties.perturbations import PERTURBED_ARRAYS
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, TideError, backend
 from solvers.driver import solve
 from solvers.exact import uniform_attention_solution
 from solvers.flow import LayerFlow
 from solvers.operators import project_to_s1
+from solvers.records import from_json, to_json
 from tests.exact_layers import uniform_attention_layer
 
 FLOAT64 = backend("float64")
@@ -37,16 +45,13 @@ UNIT = FLOAT64.unit_roundoff
 
 @pytest.fixture(scope="module")
 def sweep():
-    return wp.continuous_dependence_sweep()
+    return continuous_dependence_sweep()
 
 
 def test_measured_lipschitz_constants_never_exceed_the_gronwall_bounds(sweep):
     assert len(sweep.results) >= 20
-    assert {c["norm"] for c in sweep.configurations} == {"post", "pre", "none"}
-    assert (
-        len({(c["d"], c["tokens"], c["heads"], c["weight_scale"]) for c in sweep.configurations})
-        >= 12
-    )
+    assert {c.norm for c in sweep.configurations} == {"post", "pre", "none"}
+    assert len({(c.d, c.tokens, c.heads, c.weight_scale) for c in sweep.configurations}) >= 12
     for result in sweep.results:
         for estimate in (result.initial, result.controls):
             assert math.isfinite(estimate.bound) and estimate.bound > 0
@@ -62,7 +67,7 @@ def test_measured_lipschitz_constants_never_exceed_the_gronwall_bounds(sweep):
     ):
         assert 0 < summary["min"] <= summary["median"] <= summary["max"] <= 1
         assert summary["median"] == pytest.approx(float(np.median(ratios)))
-    json.dumps(sweep.to_json(), allow_nan=False)
+    json.dumps(to_json(sweep), allow_nan=False)
 
 
 def test_difference_quotients_are_converged_in_the_step(sweep):
@@ -71,12 +76,13 @@ def test_difference_quotients_are_converged_in_the_step(sweep):
             q = np.array(estimate.quotients)
             assert q.shape == (3, 3)
             # the quotients change by O(step) relative: at most 1% between the finest two
-            assert estimate.quotient_change <= wp.QUOTIENT_AGREEMENT
+            assert estimate.quotient_change <= QUOTIENT_AGREEMENT
             assert np.max(np.abs(q[-1] - q[-2])) <= 1e-2 * np.max(q)
 
 
 def test_the_bound_is_the_product_of_its_layer_factors(sweep):
-    """Recompute the initial-data bound from the per-layer figures (section 6)."""
+    """Recompute the initial-data bound from the per-layer figures (docs/well-posedness.md
+    section 3)."""
     for result in sweep.results:
         bound = result.initial_bound
         assert bound.control_radius == 0 and result.control_bound.initial_radius == 0
@@ -89,10 +95,42 @@ def test_the_bound_is_the_product_of_its_layer_factors(sweep):
             assert layer.control_factor > 0
 
 
+def _same(a: object, b: object) -> bool:
+    """Equal values of the same types, field by field (nan equals nan)."""
+    if type(a) is not type(b):
+        return False
+    if dataclasses.is_dataclass(a):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def test_a_sweep_result_round_trips_through_json(sweep):
+    """to_json -> json text -> from_json gives back every field, nested results included."""
+    text = json.dumps(to_json(sweep), allow_nan=False)
+    back = from_json(DependenceSweep, json.loads(text))
+    assert _same(back, sweep)
+    assert isinstance(back.configurations[0], Configuration)
+    assert isinstance(back.results[0].initial_bound.layers[0], LayerBound)
+    assert back.verdict is CheckVerdict.HOLDS
+    # the keys the report reads
+    record = json.loads(text)["results"][0]
+    assert record["verdict"] == "holds"
+    for estimate in (record["initial"], record["controls"]):
+        assert float(estimate["ratio"]) == pytest.approx(
+            float(estimate["measured"]) / float(estimate["bound"])
+        )
+
+
 # ------------------------------------------------------------------ the field's constants
 
 
-def _sample_states(rng, bound: wp.GronwallBound, problem: Problem, count: int) -> np.ndarray:
+def _sample_states(rng, bound: GronwallBound, problem: Problem, count: int) -> np.ndarray:
     """States in the set on which the last piece of layer 0's constants hold."""
     tokens, d = problem.u0.shape
     layer = bound.layers[0]
@@ -129,12 +167,12 @@ def test_the_field_is_lipschitz_with_the_derived_constant(
     norm, d, tokens, heads, weight_scale, causal, seed
 ):
     """Jacobian spectral norms (none, pre) and secant ratios on S1 (post) never exceed L."""
-    configuration = wp.Configuration(
+    configuration = Configuration(
         d=d, tokens=tokens, heads=heads, d_ff=2 * d, layers=1, norm=norm,
         weight_scale=weight_scale, input_scale=5.0 if norm == "pre" else 1.0, seed=seed % 1000,
     )  # fmt: skip
     problem = dataclasses.replace(configuration.problem(), causal=causal)
-    bound = wp.gronwall_bound(problem)
+    bound = gronwall_bound(problem)
     lipschitz = bound.layers[0].field_lipschitz
     if not math.isfinite(lipschitz):
         return  # pre-LN rows that may reach zero spread: no bound is claimed
@@ -173,23 +211,21 @@ def test_the_field_moves_with_the_weights_at_most_by_the_derived_sensitivity(
     norm, d, tokens, weight_scale, relative, seed
 ):
     """|f_theta(X) - f_theta'(X)| <= K |theta' - theta| on the set, for near and far theta'."""
-    configuration = wp.Configuration(
+    configuration = Configuration(
         d=d, tokens=tokens, heads=2, d_ff=d, layers=1, norm=norm, weight_scale=weight_scale,
         input_scale=5.0 if norm == "pre" else 1.0, seed=seed % 1000,
     )  # fmt: skip
     problem = configuration.problem()
     rng = np.random.default_rng(seed)
     layer = problem.controls.layers[0]
-    changes = {
-        name: rng.standard_normal(getattr(layer, name).shape) for name in wp.PERTURBED_ARRAYS
-    }
+    changes = {name: rng.standard_normal(getattr(layer, name).shape) for name in PERTURBED_ARRAYS}
     size = math.sqrt(sum(float(np.sum(x * x)) for x in changes.values()))
-    theta = math.sqrt(sum(float(np.sum(getattr(layer, k) ** 2)) for k in wp.PERTURBED_ARRAYS))
+    theta = math.sqrt(sum(float(np.sum(getattr(layer, k) ** 2)) for k in PERTURBED_ARRAYS))
     step = relative * theta / size
     moved = dataclasses.replace(
         layer, **{k: getattr(layer, k) + step * x for k, x in changes.items()}
     )
-    bound = wp.gronwall_bound(problem, control_radius=step * size)
+    bound = gronwall_bound(problem, control_radius=step * size)
     sensitivity = bound.layers[0].control_sensitivity
     states = _sample_states(rng, bound, problem, 6)
     other = dataclasses.replace(problem, controls=PiecewiseControls([moved]))
@@ -212,7 +248,7 @@ def test_uniform_attention_has_the_lipschitz_constant_exp_of_the_trace_rate(rate
     problem = Problem(u0, PiecewiseControls(layers), float(len(layers)), norm="none")
     exact = math.exp(sum(sum(r) for r in rates))
     mean_direction = np.ones((tokens, 1)) * rng.standard_normal(d)
-    result = wp.continuous_dependence(
+    result = continuous_dependence(
         problem, initial_directions=[mean_direction, rng.standard_normal((tokens, d))]
     )
     assert result.initial_bound.initial_data == pytest.approx(exact, rel=1e-12)
@@ -239,7 +275,7 @@ def test_uniform_attention_control_constant_is_sqrt_n_ubar_t_exp(rng):
     problem = Problem(u0, PiecewiseControls([layer]), 1.0, norm="none")
     mean = u0.mean(axis=0)
     projector = np.outer(mean, mean) / (mean @ mean)
-    result = wp.continuous_dependence(
+    result = continuous_dependence(
         problem,
         arrays=("wv",),
         control_directions=[[{"wv": projector[None]}], [{"wv": rng.standard_normal((1, d, d))}]],
@@ -274,7 +310,7 @@ def test_the_projection_of_the_initial_data_has_constant_r_over_min_row_norm(rng
     tangent -= (tangent @ centred[row]) / (centred[row] @ centred[row]) * centred[row]
     direction = np.zeros((tokens, d))
     direction[row] = tangent
-    result = wp.continuous_dependence(
+    result = continuous_dependence(
         problem, arrays=("wq",), initial_directions=[direction, rng.standard_normal((tokens, d))]
     )
     radius = 2.0 * math.sqrt(d)
@@ -293,7 +329,7 @@ def test_the_projection_of_the_initial_data_has_constant_r_over_min_row_norm(rng
 
 @pytest.fixture(scope="module")
 def small_problem():
-    return wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="post",
+    return Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="post",
                             weight_scale=0.3).problem()  # fmt: skip
 
 
@@ -319,28 +355,28 @@ def small_problem():
 )  # fmt: skip
 def test_bad_continuous_dependence_input_is_named(small_problem, options, message):
     with pytest.raises(InvalidInputError, match=message):
-        wp.continuous_dependence(small_problem, **options)
+        continuous_dependence(small_problem, **options)
 
 
 def test_bad_bound_and_sweep_input_is_named(small_problem):
     with pytest.raises(InvalidInputError, match="initial_radius and control_radius must be >= 0"):
-        wp.gronwall_bound(small_problem, initial_radius=-1.0)
+        gronwall_bound(small_problem, initial_radius=-1.0)
     with pytest.raises(InvalidInputError, match="control_radius must be finite"):
-        wp.gronwall_bound(small_problem, control_radius=math.inf)
+        gronwall_bound(small_problem, control_radius=math.inf)
     with pytest.raises(InvalidInputError, match="configurations must hold at least one"):
-        wp.continuous_dependence_sweep([])
+        continuous_dependence_sweep([])
     with pytest.raises(InvalidInputError, match="weight_scale must be finite"):
-        wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none",
+        Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none",
                          weight_scale=math.nan)  # fmt: skip
     with pytest.raises(InvalidInputError, match="weight_scale must be > 0"):
-        wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none", weight_scale=0)
+        Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none", weight_scale=0)
     with pytest.raises(InvalidInputError, match="unknown norm 'mid'"):
-        wp.Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="mid", weight_scale=1)
+        Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="mid", weight_scale=1)
     with pytest.raises(InvalidInputError, match="no batch axis"):
-        wp.gronwall_bound(dataclasses.replace(small_problem, u0=small_problem.u0[None]))
+        gronwall_bound(dataclasses.replace(small_problem, u0=small_problem.u0[None]))
     layer = small_problem.controls.layers[0]
     with pytest.raises(InvalidInputError, match="post-LN bound needs the projection"):
-        wp.gronwall_bound(dataclasses.replace(
+        gronwall_bound(dataclasses.replace(
             small_problem, controls=PiecewiseControls([dataclasses.replace(layer, eps=1e-5)])
         ))  # fmt: skip
 
@@ -353,6 +389,6 @@ def test_a_non_finite_weight_is_named(small_problem, name):
     with pytest.raises(InvalidInputError, match=f"{name} must be finite"):
         dataclasses.replace(layer, **{name: broken})
     with pytest.raises(TideError, match=f"{name} must be finite"):
-        wp.continuous_dependence(
+        continuous_dependence(
             small_problem, control_directions=[[{name: broken - getattr(layer, name)}]]
         )

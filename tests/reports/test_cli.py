@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 
+from reports.claims import Claim
 from reports.cli import build_parser, main
-from reports.render import PAPER_CLAIMS
+from solvers.backends import REGISTRY
 from solvers.integrators import EULER
 from solvers.methods import METHODS
 from solvers.schemes import Splitting
@@ -37,7 +39,7 @@ def test_report_writes_every_file(report):
     assert r"\begin{tabular}" in (out / "tables.tex").read_text()
     results = json.loads((out / "results.json").read_text())
     claims = {c["claim"]: c["verdict"] for c in results["claims"]}
-    assert set(PAPER_CLAIMS) <= set(claims)
+    assert {claim.text for claim in Claim} <= set(claims)
     first_order = "The Lie scheme (the Transformer) is a first-order discretisation of the flow"
     assert claims[first_order] == "verified"
     assert results["figures_of_merit"]["orders"]["lie.order"]["verdict"] == "PASS"
@@ -78,6 +80,22 @@ def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, c
     assert "orders / lie.order" in diff and "difference(s)" in diff
 
 
+@pytest.mark.parametrize("stored", ["missing", "empty", "partial"])
+def test_a_baseline_from_results_without_the_studys_cases_fails(report, tmp_path, capsys, stored):
+    study, out = report
+    results = tmp_path / "results"
+    if stored != "missing":
+        (results / "cases").mkdir(parents=True)
+    if stored == "partial":  # one case of the study only
+        shutil.copy(next((out / "cases").glob("*.json")), results / "cases")
+    baseline = tmp_path / "baseline"
+    assert main(["baseline", "save", str(baseline), str(study), "--results", str(results)]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith(f"tide: error: {results}: "), error
+    assert not (baseline / "baseline.json").exists()
+    assert stored != "missing" or not results.exists()  # reading does not create the folder
+
+
 def test_list_names_kinds_methods_and_backends(capsys):
     assert main(["list"]) == 0
     listing = capsys.readouterr().out
@@ -92,6 +110,9 @@ def test_list_names_kinds_methods_and_backends(capsys):
         "relu_shift",
     ):
         assert word in listing, word
+    for name, factory in REGISTRY.items():  # the solvers' own names and digit ranges
+        low, high = factory.digits or (None, None)
+        assert (f"{name} (digits {low} to {high})" if factory.digits else name) in listing
 
 
 def test_every_option_is_documented():

@@ -10,32 +10,7 @@ from reports.experiments import EXPERIMENTS
 from reports.render import render_report
 from reports.runner import run_case
 from reports.study import parse_study
-
-SMALL_POST = {"d": 4, "tokens": 3, "heads": 2, "d_ff": 4, "layers": 1, "norm": "post",
-              "weight_scale": 0.7, "relu_shift": 2.5}  # fmt: skip
-UNIFORM = {"d": 4, "tokens": 3, "norm": "none", "uniform_attention": True}
-TINY = {
-    "invariants": {"d": 4, "tokens": 3, "precisions": ["float64"]},
-    "time-step": {"methods": ["lie"], "steps_per_unit": [8, 16, 32, 64],
-                  "problem": SMALL_POST | {"manufactured": True}, "reference": "exact"},
-    "splitting-table": {"steps_per_unit": [8, 16, 32, 64], "reference": "richardson",
-                        "problem": SMALL_POST | {"manufactured": True}},
-    "grid": {"family": "fourier", "rules": ["trapezoid"], "sizes": [4, 8, 16]},
-    "precision-ladder": {"method": "projected-rk4", "steps_per_unit": [1, 2, 4, 8],
-                         "precisions": ["float32"], "problem": UNIFORM},
-    "rounding-depth": {"precisions": ["float32"], "problem": SMALL_POST | {"layers": 3}},
-    "layer-norm-limit": {"problem": SMALL_POST, "eps_values": [1e-2, 1e-3, 1e-4],
-                         "steps_per_unit": [16, 32, 64],
-                         "affine_steps_per_unit": [1, 4, 16, 64, 256]},
-    "transformer-limit": {"problem": SMALL_POST | {"relu_shift": 0.0},
-                          "scales": [0.01, 0.02, 0.04]},
-    "well-posedness": {"configurations": 1},
-    "stability": {"methods": ["lie"], "scales": [1.0], "temperatures": [1.0, 2.0],
-                  "problem": SMALL_POST, "lyapunov_methods": ["lie"], "max_steps_per_unit": 64},
-    "vit": {"image": 4, "patch": 2, "d": 8, "steps_per_unit": [4, 8, 16, 32]},
-    "cvt": {"sizes": [6, 12, 24], "reference_size": 96},
-    "conditioning": {"stds": [1.0, 0.1, 0.01, 0.001], "betas": [1.0, 2.0, 4.0, 8.0]},
-}  # fmt: skip
+from tests.reports.studies import TINY, tiny_study
 
 
 def test_every_kind_has_a_tiny_study():
@@ -44,13 +19,17 @@ def test_every_kind_has_a_tiny_study():
 
 @pytest.mark.parametrize("kind", list(TINY))
 def test_kind_runs_and_renders(kind, tmp_path):
-    study = parse_study(
-        {"study": {"name": kind}, "experiment": [{"kind": kind, "name": kind, **TINY[kind]}]}, kind
-    )
+    study = tiny_study(kind)
     records = {case.id: run_case(case) for case in study.cases()}
     assert all(r["status"] == "ok" for r in records.values()), [
         r["error"] for r in records.values()
     ]
+    for record in records.values():  # strict JSON, read back into the result's own type
+        stored = json.loads(json.dumps(record, allow_nan=False))
+        experiment = EXPERIMENTS[kind]
+        typed = experiment.read(stored)
+        assert type(typed.result) is experiment.case_kind(record["params"]).result
+        assert experiment.stored(record["params"], typed.result) == stored["result"]
     results = render_report(study, records, tmp_path)
     json.dumps(results)
     section = (tmp_path / "report.md").read_text()

@@ -78,7 +78,9 @@ def test_a_failing_case_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     def broken(case, seed):
         raise ValueError("the quadrature exploded")
 
-    monkeypatch.setitem(EXPERIMENTS, "grid", dataclasses.replace(EXPERIMENTS["grid"], run=broken))
+    grid = EXPERIMENTS["grid"]
+    kinds = {"grid": dataclasses.replace(grid.case_kinds["grid"], run=broken)}
+    monkeypatch.setitem(EXPERIMENTS, "grid", dataclasses.replace(grid, case_kinds=kinds))
     records = run_study(study, ResultStore(tmp_path / "out"), progress=None)
     failed = [r for r in records.values() if r["status"] == "error"]
     assert [r["id"] for r in failed] == ["grid/midpoint"]

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from reports.cli import main
 from reports.experiments import EXPERIMENTS
-from reports.schema import StudyFileError
+from reports.schema import StudyFileError, precision
 from reports.study import default_study, load_study, parse_study
+from solvers import backend
+from solvers.backends import REGISTRY
 from tests.reports.studies import SMALL, write_study
 
 HEAD = '[study]\nname = "bad"\n'
@@ -56,6 +58,10 @@ MALFORMED = {
     "not TOML": ("[study\nname = 1", "not valid TOML"),
     "missing digits as a string": (HEAD + TIME_STEP + "methods = ['lie']\nprecision = 'arb'\n",
                                    "experiment[0].precision: 'arb' needs digits"),
+    "digits for a fixed format": (
+        HEAD + TIME_STEP + "methods = ['lie']\nprecision = { name = 'float32', digits = 20 }\n",
+        "experiment[0].precision.digits: is only for mpmath and arb, not 'float32'",
+    ),
 }  # fmt: skip
 
 
@@ -66,6 +72,20 @@ def test_malformed_study_files_give_one_line_errors(tmp_path, capsys, text, mess
     error = capsys.readouterr().err
     assert error.count("\n") == 1, error  # one line
     assert error.startswith(f"tide: error: {path}: ") and message in error, error
+
+
+@pytest.mark.parametrize("name", [n for n, f in REGISTRY.items() if f.digits])
+def test_digit_ranges_are_the_backends_own(name):
+    low, high = REGISTRY[name].digits
+    where = "experiment[0].precision"
+    for digits in (low, high):
+        assert precision({"name": name, "digits": digits}, where)["digits"] == digits
+        assert backend(name, digits).digits == digits  # the solvers accept the same range
+    for digits in (low - 1, high + 1):
+        with pytest.raises(
+            StudyFileError, match=rf"digits: must be an integer in \[{low}, {high}\]"
+        ):
+            precision({"name": name, "digits": digits}, where)
 
 
 def test_a_missing_file_is_named(tmp_path):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from convergence.order import PASS
+from convergence.order import OrderVerdict
 from convergence.time_step import time_step_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend, solve
 from solvers.cvt import ConvProjection, grid_points, periodic, probed_problem, tent_kernel
@@ -114,7 +114,7 @@ def test_cvt_flow_converges_at_the_predicted_orders():
     expected = {"lie": 1.0, "strang-rk2": 2.0, "projected-rk4": 4.0}
     study = time_step_study(problem, list(expected), [4, 8, 16, 32, 64], expected=expected)
     for method in study.methods:
-        assert method.estimate.verdict == PASS, (method.method, method.estimate)
+        assert method.estimate.verdict == OrderVerdict.PASS, (method.method, method.estimate)
 
 
 def _cvt_problem(stride: int = 2, **extra) -> Problem:

@@ -1,4 +1,4 @@
-"""Grid discretisation of the continuous layer (MODEL.md section 3) and its convergence."""
+"""Grid discretisation of the continuous layer (docs/model.md section 4) and its convergence."""
 
 from __future__ import annotations
 

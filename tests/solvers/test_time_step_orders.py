@@ -1,6 +1,6 @@
 """Observed orders of every time-stepping method on a manufactured post-LN solution at 50 digits.
 
-MODEL.md section 4: Lie 1; Strang with Euler sub-steps 1; Strang with tangent RK2 2 but
+docs/orders.md section 1: Lie 1; Strang with Euler sub-steps 1; Strang with tangent RK2 2 but
 ambient RK2 1; projected RK4 4 but ambient RK4 then projection 1. The manufactured
 solution u* = sigma1 + sigma2 sqrt(2) cos(2 pi y + phi(x, t)) lies on S1 and the FFN bias
 is shifted so that no pre-activation crosses zero along it (a smooth field).

@@ -1,4 +1,4 @@
-"""Refined Lie steps against the exact uniform-attention solution (MODEL.md section 5).
+"""Refined Lie steps against the exact uniform-attention solution (docs/model.md section 5).
 
 With Wk = 0 and bk = 0 every score row is constant, so attention is the token mean
 ubar Wv Wo (zero biases); with the FFN switched off (W2 = 0, b2 = 0) and no norm,

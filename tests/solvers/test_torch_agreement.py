@@ -1,4 +1,7 @@
-"""The Lie scheme at dt = 1 is torch's TransformerEncoder, layer for layer (MODEL.md section 2)."""
+"""The Lie scheme at dt = 1 is torch's TransformerEncoder, layer for layer.
+
+docs/model.md section 2.
+"""
 
 from __future__ import annotations
 

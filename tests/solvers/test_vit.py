@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from convergence.order import PASS
+from convergence.order import OrderVerdict
 from convergence.time_step import time_step_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, solve
 from solvers.torch_io import from_torch
@@ -94,7 +94,7 @@ def test_vit_flow_converges_at_the_predicted_orders():
     study = time_step_study(problem, list(expected), [4, 8, 16, 32, 64], expected=expected,
                             reference_steps=8)  # fmt: skip
     for method in study.methods:
-        assert method.estimate.verdict == PASS, (method.method, method.estimate)
+        assert method.estimate.verdict == OrderVerdict.PASS, (method.method, method.estimate)
 
 
 def test_bad_images_are_named():

@@ -1,0 +1,324 @@
+"""No claim verdict is a literal: records swapped for ones that should flip a verdict flip it.
+
+The records are those of every kind's tiny study (tests.reports.studies.TINY), stored as
+JSON and read back; the exactness claims use small synthetic checks. Each scenario edits
+the records (an order estimate's verdict, a defect above its tolerance, a distance above
+its threshold) and names the verdict the report must then print. The last test checks
+that every experiment that speaks to a claim is driven to each verdict that claim's rule
+can give.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from convergence.order import OrderVerdict
+from properties.claim_check import CheckVerdict, ClaimCheck
+from properties.stability_point import PointVerdict
+from reports.claims import Claim, ClaimVerdict, Evidence
+from reports.experiments import EXPERIMENTS
+from reports.experiments.base import Record
+from reports.experiments.claims import ExactnessResult
+from reports.experiments.limits import CLOSE_TO_LIMIT, SAME_FLOW_DISTANCE
+from reports.runner import run_case
+from tests.reports.studies import TINY, tiny_study
+
+VERIFIED, QUALIFIED, REFUTED = ClaimVerdict
+
+RULES = {
+    Claim.PROJECTION_THEOREM: {VERIFIED, REFUTED},
+    Claim.TORCH_LAYER_NORM: {VERIFIED, QUALIFIED},
+    Claim.RELU_PROJECTION: {VERIFIED, REFUTED},
+    Claim.LIE_IS_TRANSFORMER: {VERIFIED, REFUTED},
+    Claim.MULTI_HEAD: {VERIFIED, REFUTED},
+    Claim.SIX_SUBSTEPS: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.LIE_FIRST_ORDER: {VERIFIED, REFUTED},
+    Claim.TIME_STEP_LIMIT: {VERIFIED, QUALIFIED},
+    Claim.TIME_STEP_LIMIT_EPS: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.TIME_STEP_LIMIT_AFFINE: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.GRID_LIMIT: {VERIFIED, QUALIFIED},
+    Claim.PRECISION_FLOOR: {VERIFIED, QUALIFIED},
+    Claim.WELL_POSED: {VERIFIED, REFUTED},
+    Claim.TRANSFORMER_NEAR_LIMIT: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.LAYER_NORM_CONDITIONING: {VERIFIED, REFUTED},
+    Claim.STEP_SIZE_STABILITY: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.VIT_COVERED: {VERIFIED, REFUTED},
+    Claim.VIT_TIME_STEP_LIMIT: {VERIFIED, QUALIFIED},
+    Claim.CVT_COVERED: {VERIFIED, QUALIFIED},
+    Claim.CVT_TIME_STEP_LIMIT: {VERIFIED, QUALIFIED},
+    Claim.VISION_GRID_LIMIT: {VERIFIED, QUALIFIED},
+}
+"""The verdicts each claim's rule can give."""
+
+
+THEOREM = "Theorem 3.1: sigma1=0.0 sigma2=1.0 backend('float64')"
+IDEMPOTENT = "layer-norm idempotence: eps=0.0 affine=False"
+NOT_IDEMPOTENT = "layer-norm idempotence: eps=1e-05 affine=False"
+MULTI_HEAD = "Lie dt=1 vs textbook: d=32 heads=4 norm=post backend('float64')"
+ONE_HEAD = "Lie dt=1 vs textbook: d=64 heads=1 norm=pre backend('float64')"
+SIX_EXACT = "six sub-steps vs post-LN: eps=0.0 affine=False backend('float64')"
+SIX_EPS = "six sub-steps vs post-LN: eps=1e-05 affine=False backend('float64')"
+LABELS = (THEOREM, IDEMPOTENT, NOT_IDEMPOTENT, MULTI_HEAD, ONE_HEAD, SIX_EXACT, SIX_EPS)
+
+
+def _exactness(*fails: str) -> list[Record]:
+    """Synthetic exactness records, one check per label: it fails for the labels in
+    `fails`, and for those docs/model.md predicts to fail (eps > 0) unless "none" is given."""
+    failing = set(fails) if "none" in fails else {*fails, NOT_IDEMPOTENT, SIX_EPS}
+    return [
+        Record(label, "claims", "claims", label, {"index": k}, 0, "ok",
+               ExactnessResult(label, CheckVerdict.HOLDS, [_check(label not in failing)]))
+        for k, label in enumerate(LABELS)
+    ]  # fmt: skip
+
+
+def _check(holds: bool) -> ClaimCheck:
+    return ClaimCheck("a check", {}, defect=0.0 if holds else 2.0, tolerance=1.0)
+
+
+@pytest.fixture(scope="module")
+def stored() -> dict[str, list[Record]]:
+    """Every kind's tiny-study records, written as JSON and read back into their types."""
+    found = {}
+    for kind in TINY:
+        experiment = EXPERIMENTS[kind]
+        cases = tiny_study(kind).cases()
+        found[kind] = [experiment.read(json.loads(json.dumps(run_case(c)))) for c in cases]
+        assert all(r.ok for r in found[kind]), [r.error for r in found[kind]]
+    return found
+
+
+def _verdicts(kind: str, records: list[Record]) -> dict[Claim, ClaimVerdict]:
+    section = EXPERIMENTS[kind].render(kind, records)
+    found = {}
+    for item in section.evidence:
+        assert item.claim not in found, f"{kind} speaks twice to {item.claim}"
+        found[item.claim] = item.verdict
+    return found
+
+
+Change = Callable[[Any], Any]
+
+
+def on(kind: str, claim: Claim, verdict: ClaimVerdict, change: Change, case: str | None = None):
+    """A scenario: the stored records of `kind` with `change` applied to the results (of
+    the case kind `case` only) must give `claim` the verdict `verdict`."""
+
+    def records(stored: dict[str, list[Record]]) -> list[Record]:
+        return [
+            replace(r, result=change(r.result))
+            if case is None or r.params.get("case") == case
+            else r
+            for r in stored[kind]
+        ]
+
+    return claim, verdict, kind, records
+
+
+def flip(kind: str, case: str, claim: Claim, other: ClaimVerdict, good: Change, bad: Change):
+    """Two scenarios of the case kind `case`: `good` verifies the claim, `bad` gives `other`."""
+    return on(kind, claim, VERIFIED, good, case), on(kind, claim, other, bad, case)
+
+
+def exact(claim: Claim, verdict: ClaimVerdict, *fails: str):
+    """A scenario of the synthetic exactness records."""
+    return claim, verdict, "claims", lambda stored: _exactness(*fails)
+
+
+def _verdict(value: Any) -> Change:
+    return lambda result: replace(result, verdict=value)
+
+
+def _estimate(verdict: OrderVerdict, expected: float | None = None) -> Change:
+    return lambda e: replace(e, verdict=verdict, expected=expected or e.expected)
+
+
+def _methods(last: OrderVerdict) -> Change:
+    """A time-step study whose methods all PASS but the last, which gets `last`."""
+
+    def change(study):
+        verdicts = [OrderVerdict.PASS] * (len(study.methods) - 1) + [last]
+        methods = [
+            replace(m, estimate=_estimate(v)(m.estimate))
+            for m, v in zip(study.methods, verdicts, strict=True)
+        ]
+        return replace(study, methods=methods)
+
+    return change
+
+
+def _lie(verdict: OrderVerdict) -> Change:
+    """A method's record: lie (expected order 1) gets `verdict`, the others PASS."""
+
+    def change(run):
+        if run.method != "lie":
+            return replace(run, estimate=_estimate(OrderVerdict.PASS)(run.estimate))
+        return replace(run, estimate=_estimate(verdict, 1.0)(run.estimate))
+
+    return change
+
+
+def _grid(good: bool) -> Change:
+    """A grid study at its expected order 2 (PASS) or off it (FAIL), not spectral."""
+    verdict = OrderVerdict.PASS if good else OrderVerdict.FAIL
+    return lambda g: replace(g, spectral=False, estimate=_estimate(verdict, 2.0)(g.estimate))
+
+
+def _grids(good: bool) -> Change:
+    return lambda series: replace(series, grids=[_grid(good)(g) for g in series.grids])
+
+
+def _defects(defect: float, where: str = "") -> Change:
+    """Checks with this defect (those whose claim mentions `where`)."""
+
+    def change(result):
+        checks = [
+            replace(c, defect=defect) if where in c.claim.lower() else c for c in result.checks
+        ]
+        return replace(result, checks=checks)
+
+    return change
+
+
+def _transformer(relative: list[float], growth: OrderVerdict = OrderVerdict.PASS) -> Change:
+    """Relative distances at weight scales 0.25, 0.5 and 1 (trained size), and the growth
+    fit's verdict."""
+    return lambda result: replace(
+        result,
+        scales=[0.25, 0.5, 1.0],
+        relative_frobenius=relative,
+        growth=replace(result.growth, verdict=growth),
+    )
+
+
+def _eps(converges: bool, distance: float) -> Change:
+    """Lie's convergence towards the shrunken-set flow for every eps, and that flow's
+    distance from the eps = 0 flow."""
+    verdict = OrderVerdict.PASS if converges else OrderVerdict.FAIL
+
+    def change(study):
+        convergence = [
+            replace(c, estimate=_estimate(verdict)(c.estimate)) for c in study.convergence
+        ]
+        return replace(study, convergence=convergence, distance=[distance] * len(study.distance))
+
+    return change
+
+
+def _floors(floor: float | None) -> Change:
+    return lambda ladder: replace(ladder, floors=dict.fromkeys(ladder.floors, floor))
+
+
+PASS, FAIL = OrderVerdict.PASS, OrderVerdict.FAIL
+SCENARIOS = [
+    exact(Claim.PROJECTION_THEOREM, VERIFIED),
+    exact(Claim.PROJECTION_THEOREM, REFUTED, THEOREM),
+    exact(Claim.TORCH_LAYER_NORM, QUALIFIED),
+    exact(Claim.TORCH_LAYER_NORM, VERIFIED, "none"),
+    exact(Claim.LIE_IS_TRANSFORMER, VERIFIED),
+    exact(Claim.LIE_IS_TRANSFORMER, REFUTED, ONE_HEAD),
+    exact(Claim.MULTI_HEAD, VERIFIED, ONE_HEAD),
+    exact(Claim.MULTI_HEAD, REFUTED, MULTI_HEAD),
+    exact(Claim.SIX_SUBSTEPS, QUALIFIED),
+    exact(Claim.SIX_SUBSTEPS, VERIFIED, "none"),
+    exact(Claim.SIX_SUBSTEPS, REFUTED, SIX_EXACT),
+    on("invariants", Claim.RELU_PROJECTION, VERIFIED, _defects(0.0)),
+    on("invariants", Claim.RELU_PROJECTION, REFUTED, _defects(1.0, "relu")),
+    *(
+        scenario
+        for kind in ("time-step", "splitting-table")
+        for scenario in (
+            on(kind, Claim.LIE_FIRST_ORDER, VERIFIED, _lie(PASS)),
+            on(kind, Claim.LIE_FIRST_ORDER, REFUTED, _lie(FAIL)),
+            on(kind, Claim.TIME_STEP_LIMIT, VERIFIED, _lie(PASS)),
+            on(kind, Claim.TIME_STEP_LIMIT, QUALIFIED, _lie(OrderVerdict.PRE_ASYMPTOTIC)),
+        )
+    ),
+    on("grid", Claim.GRID_LIMIT, VERIFIED, _grid(True)),
+    on("grid", Claim.GRID_LIMIT, QUALIFIED, _grid(False)),
+    on("precision-ladder", Claim.PRECISION_FLOOR, VERIFIED, _floors(1e-7)),
+    on("precision-ladder", Claim.PRECISION_FLOOR, QUALIFIED, _floors(None)),
+    *(
+        on("layer-norm-limit", Claim.TIME_STEP_LIMIT_EPS, verdict, change, "eps")
+        for verdict, change in (
+            (QUALIFIED, _eps(True, 1e3 * SAME_FLOW_DISTANCE)),
+            (VERIFIED, _eps(True, 1e-3 * SAME_FLOW_DISTANCE)),
+            (REFUTED, _eps(False, 1e-3 * SAME_FLOW_DISTANCE)),
+        )
+    ),
+    *(
+        on("layer-norm-limit", Claim.TIME_STEP_LIMIT_AFFINE, verdict, _verdict(found), "affine")
+        for verdict, found in (
+            (REFUTED, OrderVerdict.NO_LIMIT),
+            (VERIFIED, PASS),
+            (QUALIFIED, OrderVerdict.PRE_ASYMPTOTIC),
+        )
+    ),
+    *(
+        on("transformer-limit", Claim.TRANSFORMER_NEAR_LIMIT, verdict, change)
+        for verdict, change in (
+            (VERIFIED, _transformer([1e-4, 1e-3, CLOSE_TO_LIMIT / 2])),
+            (QUALIFIED, _transformer([1e-4, 0.05, 0.45])),
+            (REFUTED, _transformer([2 * CLOSE_TO_LIMIT, 0.05, 0.45])),
+            (REFUTED, _transformer([1e-4, 0.05, 0.45], OrderVerdict.NO_LIMIT)),
+        )
+    ),
+    on("well-posedness", Claim.WELL_POSED, VERIFIED, _verdict(CheckVerdict.HOLDS)),
+    on("well-posedness", Claim.WELL_POSED, REFUTED, _verdict(CheckVerdict.FAILS)),
+    *(
+        on("conditioning", Claim.LAYER_NORM_CONDITIONING, verdict, _verdict(found), "layer-norm")
+        for verdict, found in ((VERIFIED, CheckVerdict.HOLDS), (REFUTED, CheckVerdict.FAILS))
+    ),
+    *(
+        on("stability", Claim.STEP_SIZE_STABILITY, verdict, _verdict(found), "map")
+        for verdict, found in (
+            (VERIFIED, CheckVerdict.HOLDS),
+            (REFUTED, CheckVerdict.FAILS),
+            (QUALIFIED, PointVerdict.NOT_APPLICABLE),
+        )
+    ),
+    *flip("vit", "twin", Claim.VIT_COVERED, REFUTED, _defects(0.0), _defects(1.0)),
+    *flip("vit", "orders", Claim.VIT_TIME_STEP_LIMIT, QUALIFIED, _methods(PASS), _methods(FAIL)),
+    *flip("vit", "grid", Claim.GRID_LIMIT, QUALIFIED, _grids(True), _grids(False)),
+    *flip("vit", "flow grid", Claim.VISION_GRID_LIMIT, QUALIFIED, _grids(True), _grids(False)),
+    *flip("cvt", "grid", Claim.CVT_COVERED, QUALIFIED, _grid(True), _grid(False)),
+    *flip(
+        "cvt", "flow orders", Claim.CVT_TIME_STEP_LIMIT, QUALIFIED, _methods(PASS), _methods(FAIL)
+    ),
+    *flip("cvt", "flow grid", Claim.VISION_GRID_LIMIT, QUALIFIED, _grids(True), _grids(False)),
+]
+
+
+@pytest.mark.parametrize(
+    "claim, verdict, kind, records",
+    SCENARIOS,
+    ids=[f"{kind}-{claim.name}-{verdict}" for claim, verdict, kind, _ in SCENARIOS],
+)
+def test_swapped_records_give_the_verdict(stored, claim, verdict, kind, records):
+    assert _verdicts(kind, records(stored)).get(claim) == verdict
+
+
+def test_every_claim_of_every_experiment_is_driven_to_each_verdict_its_rule_gives(stored):
+    assert set(RULES) == set(Claim)
+    covered: dict[tuple[Claim, str], set[ClaimVerdict]] = {}
+    for claim, verdict, kind, _ in SCENARIOS:
+        covered.setdefault((claim, kind), set()).add(verdict)
+    records = stored | {"claims": _exactness()}
+    speakers = {(claim, kind) for kind in records for claim in _verdicts(kind, records[kind])}
+    assert speakers <= set(covered), speakers - set(covered)
+    for (claim, kind), verdicts in covered.items():
+        assert verdicts == RULES[claim], (claim, kind, verdicts)
+
+
+def test_a_claim_must_be_a_registered_entry():
+    with pytest.raises(TypeError, match="registered Claim"):
+        Evidence("The Lie scheme is first order", VERIFIED, "order 1")
+    with pytest.raises(TypeError, match="ClaimVerdict"):
+        Evidence(Claim.LIE_FIRST_ORDER, "verified", "order 1")
+    with pytest.raises(AttributeError):  # a misspelt claim fails loudly
+        getattr(Claim, "LIE_FIRST_ORDRE")  # noqa: B009
