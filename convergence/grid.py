@@ -24,14 +24,14 @@ from convergence.order import OrderEstimate, estimate_order
 from solvers.errors import InvalidInputError
 from solvers.grids import RULES, Grid, attention_at
 from solvers.kernels import ContinuousLayer
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 
 AXES = ("all", "tokens", "features", "head_features")
 SPECTRAL_ORDER = 10.0
 
 
 @dataclass(frozen=True)
-class GridStudy:
+class GridStudy(Provenance):
     """Errors at each size against the reference grid, the order estimate and spectral flag."""
 
     rule: str
@@ -41,8 +41,6 @@ class GridStudy:
     estimate: OrderEstimate
     spectral: bool
     reference: str
-    versions: dict[str, str]
-    wall_time: float
 
 
 def is_spectral(sizes: Sequence[int], errors: Sequence[float]) -> bool:
@@ -94,5 +92,5 @@ def grid_study(
     return GridStudy(
         rule=rule, axis=axis, sizes=[int(n) for n in sizes], errors=errors, estimate=estimate,
         spectral=spectral, reference=f"gauss-legendre, {reference_size} points per axis",
-        versions=versions(), wall_time=time.perf_counter() - started,
+        wall_time=time.perf_counter() - started,
     )  # fmt: skip

@@ -1,30 +1,11 @@
 """Grid refinement on the 2-D token domain: the ViT's attention integral and the CvT's
-convolutional attention as the token grid refines.
+convolutional attention, and their whole flows, as the token grid refines.
 
-`grid_2d_study(evaluate, sizes)` takes the discrete operator as a function
-evaluate(n, points) of the grid size n (n x n tokens) returning its values at probe
-points (m, 2) (the Nystrom extension), and compares each size with a fine reference grid.
-The rate is the quadrature's: for the midpoint rule order 2 on non-periodic data or
-kinked kernels, spectral for smooth periodic integrands (reported through `spectral`, as
-in convergence.grid); the periodic trapezoid (a rectangle rule on [0, 1)) is order 1 on
-non-periodic data; Gauss-Legendre per axis is spectral for smooth data.
-
-`vit_grid_study` and `cvt_grid_study` bind it to solvers.vit.attention_2d_at and
-solvers.cvt.conv_attention_at. `vit_flow_grid_study` and `cvt_flow_grid_study` refine
-the token grid of the whole flow instead (solve over [0, t_final] by a fixed method and
-time step; `method="lie", steps_per_unit=1` is the network itself): probe tokens that
-follow the Nystrom extension of the grid flow (solvers.vit.probed_problem,
-solvers.cvt.probed_problem) carry the solution to the same points on every grid. Their
-grid states are dense, so they compare successive refinements (reference_size=None:
-|u_n - u_n'| at the probes, which converges at the order of the error itself) instead of
-a much finer reference.
-
-The flow's rate is the quadrature's only while pre-LN's LN(u(t, x)) is smooth on the
-scale of the grid: a token field whose spread over the features comes near zero
-somewhere makes LN steep there (Lipschitz ~ 1 / spread) and the convergence slow and
-irregular. A kinked kernel (the tent) converges at order 2 with a constant that depends
-on where its kinks fall in the grid cells (frac(r n) for radius r): a clean sequence of
-errors needs r n of the same fractional part on every grid (r n an integer, say).
+`grid_2d_study(evaluate, sizes)` compares the discrete operator's Nystrom extension at
+probe points on each grid with a fine reference grid; the flow studies carry the
+solution to the same points on every grid with passive probe tokens and compare
+successive grids. The expected rates, and when pre-LN or a kinked kernel spoil them, are
+in docs/vision.md section 3 and docs/orders.md section 2.
 """
 
 from __future__ import annotations
@@ -42,7 +23,6 @@ from solvers import PiecewiseControls, Problem, solve
 from solvers.cvt import ConvProjection, conv_attention_at
 from solvers.cvt import probed_problem as cvt_probed_problem
 from solvers.errors import InvalidInputError
-from solvers.provenance import versions
 from solvers.vit import attention_2d_at
 from solvers.vit import probed_problem as vit_probed_problem
 from solvers.weights import LayerWeights
@@ -101,7 +81,7 @@ def grid_2d_study(
     return GridStudy(
         rule=rule, axis=axis, sizes=sizes, errors=errors, estimate=estimate,
         spectral=is_spectral(sizes, errors), reference=described,
-        versions=versions(), wall_time=time.perf_counter() - started,
+        wall_time=time.perf_counter() - started,
     )  # fmt: skip
 
 

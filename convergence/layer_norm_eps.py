@@ -1,22 +1,11 @@
 """What eps > 0 in a torch-style layer norm does to the time-step limit (docs/limits.md
 section 2).
 
-With scalar gain sigma2 > 0 and bias sigma1, LN_eps(x) = sigma2 (x - mean x) /
-sqrt(var x + eps) + sigma1 keeps the direction of x - mean x and sets the variance to
-sigma2^2 var / (var + eps). Its fixed points are the rows with mean sigma1 and variance
-sigma2^2 - eps: the sphere S1 of the smaller gain sqrt(sigma2^2 - eps). Off that set it
-pulls the variance back only partly (a variance offset delta becomes
-eps delta / (sigma2^2 + delta)), so the Lie scheme U <- LN_eps(U + dt G(U)) leaves an
-O(dt) normal offset and converges, at order 1, to the projected flow on the shrunken
-sphere. `lie_limit` builds that limit problem (eps = 0, gain sqrt(sigma2^2 - eps)), and
-`eps_limit_study` measures both claims: the Lie scheme's order towards it for each eps,
-and the distance of the shrunken-set flow from the eps = 0 flow against eps, with the
-power of eps fitted by `estimate_order` (eps in the role of the step size).
-
-Configurations without such a limit raise UndefinedOperationError: per-feature gains or
-biases and negative gains (the LN map is then not idempotent and the refined scheme
-collapses, see convergence.limit), post-LN layers whose two norms differ, and eps >= sigma2^2
-(the shrunken set is empty).
+`lie_limit` builds the limit problem (each post-LN norm replaced by the projection onto
+the shrunken set var = sigma2^2 - eps that LN_eps fixes), and `eps_limit_study` measures
+the Lie scheme's order towards it for each eps and the distance of that flow from the
+eps = 0 flow against eps. Configurations without such a limit raise
+UndefinedOperationError.
 """
 
 from __future__ import annotations
@@ -34,7 +23,7 @@ from convergence.time_step import MethodConvergence, time_step_study
 from solvers import PiecewiseControls, Problem, backend, solve_layers
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError, UndefinedOperationError
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.weights import LayerWeights
 
 
@@ -96,7 +85,7 @@ def with_eps(problem: Problem, eps: float) -> Problem:
 
 
 @dataclass(frozen=True)
-class EpsLimitStudy:
+class EpsLimitStudy(Provenance):
     """Per eps: the Lie scheme's convergence towards its limit, and the limit's distance
     (max-abs at the final time, and per layer boundary) from the eps = 0 flow."""
 
@@ -107,8 +96,6 @@ class EpsLimitStudy:
     distance_fit: OrderEstimate
     reference: str
     precision: str
-    versions: dict[str, str]
-    wall_time: float
 
 
 def eps_limit_study(
@@ -157,6 +144,5 @@ def eps_limit_study(
         distance_fit=estimate_order(eps_values, distance, expected=1.0),
         reference=f"extrapolation reference, {reference_steps} steps per unit",
         precision=repr(bk),
-        versions=versions(),
         wall_time=time.perf_counter() - started,
     )

@@ -36,14 +36,14 @@ from solvers import Problem, backend, solve
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
 from solvers.flow import LayerFlow
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 
 COLLAPSE = 1e-6
 """Relative token spread below which (and this far below its largest) the limit is degenerate."""
 
 
 @dataclass(frozen=True)
-class LimitCheck:
+class LimitCheck(Provenance):
     """Cauchy differences, token spreads and fixed-point defects per refinement level."""
 
     method: str
@@ -55,8 +55,6 @@ class LimitCheck:
     verdict: OrderVerdict
     reason: str
     precision: str
-    versions: dict[str, str]
-    wall_time: float
 
 
 def token_spread(u: np.ndarray) -> float:
@@ -130,6 +128,5 @@ def limit_check(
         verdict=verdict,
         reason=reason,
         precision=repr(bk),
-        versions=versions(),
         wall_time=time.perf_counter() - started,
     )

@@ -1,33 +1,10 @@
-"""Order estimation that knows when not to trust itself.
+"""Order estimation that knows when not to trust itself (docs/orders.md section 4).
 
 `estimate_order(hs, errors)` fits log e = log C + p log h by least squares on the
-asymptotic window of the levels and returns the order p with a 95% confidence interval,
-which levels it used, which it dropped and why, and a verdict:
-
-- NO-LIMIT: the errors do not decrease (no fitted decay, the finest error not below the
-  coarsest, or a third of the refinements raising the error by more than half: an
-  oscillation): the sequence has no limit at these step sizes.
-- FLOOR: the first level whose error lies within `floor_factor` of the precision floor
-  and every finer one are dropped (rounding accumulates as steps shrink), and so are
-  finest levels whose local order falls below half the median local order before them
-  (the error stagnates, wanders or grows); if fewer than 3 levels remain the verdict is
-  FLOOR.
-- PRE-ASYMPTOTIC: coarse levels are dropped one at a time while the log-log curve of the
-  window still bends (a quadratic term significant at 95% against the residual noise,
-  taken as at least 0.2%), after the window has been grown from the finest four levels
-  until two coarser levels in a row lie off the line through the finer ones (99%
-  prediction intervals; reason "pre-asymptotic" in both cases); if the last 3 levels still disagree
-  (local orders apart by more than 20%), or the local orders still converge (monotone,
-  by shrinking steps) and the finest lies farther from the fit than its interval and
-  tolerance / 2, the verdict is PRE-ASYMPTOTIC: refine further.
-- With an expected order q: PASS if q lies in the interval or |p - q| <= tolerance,
-  SUPERCONVERGENT if the whole interval lies above q + tolerance, PRE-ASYMPTOTIC if
-  only the finest pair's local order is within tolerance of q, FAIL otherwise.
-  Without one: PASS.
-
-`richardson(hs, values)` is the reference-free three-level estimate: the observed order
-from three solutions on step sizes with a constant ratio r, the Richardson-extrapolated
-limit, and a grid-convergence-index style error bound 1.25 |u3 - u2| / (r^p - 1).
+asymptotic window of the levels and returns the order with a 95% interval, the levels it
+used, those it dropped (pre-asymptotic, at the precision floor) with the reason, and a
+verdict (OrderVerdict). `richardson(hs, values)` is the reference-free three-level
+estimate: the observed order, the extrapolated limit and an error bound.
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend, convert
 from solvers.exact import uniform_attention_solution
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 
 
 @dataclass(frozen=True)
-class PrecisionLadder:
+class PrecisionLadder(Provenance):
     """Errors per precision (keyed by repr) over steps_per_unit, floors and orders."""
 
     method: str
@@ -35,8 +35,6 @@ class PrecisionLadder:
     floors: dict[str, float | None]
     estimates: dict[str, OrderEstimate]
     reference: str
-    versions: dict[str, str]
-    wall_time: float
 
 
 def precision_ladder(
@@ -96,6 +94,5 @@ def precision_ladder(
         floors=floors,
         estimates=estimates,
         reference=f"{source} in {high!r}",
-        versions=versions(),
         wall_time=time.perf_counter() - started,
     )

@@ -24,13 +24,13 @@ import numpy as np
 
 from solvers import Problem, backend, solve_layers
 from solvers.backends import Backend
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 
 BOUND_CONSTANT = 8.0
 
 
 @dataclass(frozen=True)
-class RoundingByDepth:
+class RoundingByDepth(Provenance):
     """Errors per precision (keyed by repr of the backend) at depths 1..L, with the bound."""
 
     depths: list[int]
@@ -41,8 +41,6 @@ class RoundingByDepth:
     fitted_exponent: dict[str, float]
     reference: str
     configuration: dict[str, object]
-    versions: dict[str, str]
-    wall_time: float
 
 
 def rounding_error_by_depth(
@@ -80,6 +78,5 @@ def rounding_error_by_depth(
         fitted_exponent=exponent,
         reference=repr(reference),
         configuration={"norm": problem.norm, **(configuration or {})},
-        versions=versions(),
         wall_time=time.perf_counter() - started,
     )

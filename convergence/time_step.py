@@ -1,24 +1,11 @@
 """Time-step refinement studies: errors of each method against a reference as dt -> 0.
 
-`time_step_study` solves a problem with each method at each steps_per_unit m (any
-sequence, dt = 1/m) and measures, at every layer boundary and at the final time, the
-max-abs error, the relative Frobenius error and the per-token max error against a
-reference:
-
-- "exact": the problem's manufactured solution, or the uniform-attention solution;
-- "reference": the extrapolation reference (order 24, ReLU events) at `reference_steps`;
-- "richardson": no reference; each level is compared with the next finer level of the
-  same method (|u_m - u_m'| ~ C h^p (1 - (m/m')^p): the order of the error itself), so
-  the finest level has no entry of its own.
-
-A scheme whose limit is the flow of another problem (Lie with eps > 0 layer norms
-converges to the flow on the shrunken constraint set, convergence.layer_norm_eps) is
-measured against that problem's exact or reference solution, given as `limit`.
-
-The order of each method comes from `estimate_order` on the final-time max-abs errors,
-with the precision floor at 100 unit roundoffs of the backend times the solution size.
-`splitting_table` runs the Transformer's Lie step and {Lie, Strang} x {Euler, RK2, RK4,
-exact} x {ambient, tangent}.
+`time_step_study` measures each method's max-abs, relative Frobenius and per-token errors
+at every layer boundary against the exact solution (manufactured or uniform attention),
+the extrapolation reference, or the next finer level of the same method ("richardson"),
+and fits each method's order with the precision floor at 100 unit roundoffs times the
+solution's size; a scheme whose limit is another problem's flow is measured against that
+problem (`limit`). `splitting_table` runs every splitting (docs/orders.md section 1).
 """
 
 from __future__ import annotations
@@ -35,7 +22,7 @@ from solvers.backends import Backend
 from solvers.errors import InvalidInputError
 from solvers.exact import uniform_attention_solution
 from solvers.methods import METHODS
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.schemes import SPLITTINGS
 
 REFERENCES = ("exact", "reference", "richardson")
@@ -56,15 +43,13 @@ class MethodConvergence:
 
 
 @dataclass(frozen=True)
-class TimeStepStudy:
+class TimeStepStudy(Provenance):
     """Every method's convergence, with the inputs and provenance."""
 
     methods: list[MethodConvergence]
     reference: str
     precision: str
     configuration: dict[str, object]
-    versions: dict[str, str]
-    wall_time: float
 
 
 def _reference_layers(problem: Problem, reference: str, bk: Backend, steps: int) -> np.ndarray:
@@ -160,7 +145,6 @@ def time_step_study(
         reference=reference,
         precision=repr(bk),
         configuration={"norm": problem.norm, "t_final": problem.t_final, **(configuration or {})},
-        versions=versions(),
         wall_time=time.perf_counter() - started,
     )
 

@@ -1,28 +1,10 @@
 """How far a Transformer is from its own time-step limit, as the weights grow.
 
-A stack of L encoder layers is the Lie scheme at dt = 1 on [0, L] (docs/model.md section 2;
-the distance from the limit: docs/limits.md section 6).
-Its time-step limit is the flow of `lie_limit(problem)`: the same controls, with eps > 0
-post-LN norms replaced by the projection onto the shrunken sphere that LN_eps fixes
-(convergence.layer_norm_eps). `transformer_limit_distance` scales every attention and FFN
-map and bias by s (LayerWeights.scaled: the field is s times the output biases plus s^2
-times the rest), and measures for each s the distance between the Transformer's output
-(and every layer's output) and the limit flow at the same times, computed by the
-extrapolation reference.
-
-The reference's own error is measured too: the limit is solved at `reference_steps`
-and twice that per unit (scaled with s^2, the field's size), and their difference is
-reported; a distance is only meaningful well above it, and it is the precision floor
-of the growth fit. The growth with s is fitted as C s^q by `estimate_order` (s in the
-role of the step size). As s -> 0 the distance is of first order in the field's size
-|f| when the input is off the constraint set (a raw embedding): the Transformer's first
-sub-step moves P(u0 + f(u0)) by DP(u0) f(u0), the radial factor R / |u0 - mean| times
-the tangent part of f at u0, where the flow moves P(u0) by the tangent part of f at
-P(u0). From an input on the set the first-order terms agree and the Lie scheme's local
-error |f| (|f| + |f'|) remains. With |f| ~ s (non-zero output biases b_o, b_2) or
-|f| ~ s^2 (zero ones), q is 1 or 2 off the set and 2 or 4 on it, reached only at small
-s; for large s the distance saturates at the size of the constraint set, and the
-estimator drops those levels as pre-asymptotic.
+`transformer_limit_distance` scales every attention and FFN map and bias by s and
+measures, for each s, the distance between the dt = 1 network's outputs (every layer's)
+and its time-step limit (`lie_limit`), solved by the extrapolation reference at two
+resolutions so that the limit's own error is reported beside the distance; the growth is
+fitted as C s^q (docs/limits.md section 6 derives q).
 """
 
 from __future__ import annotations
@@ -39,12 +21,12 @@ from convergence.order import OrderEstimate, estimate_order
 from solvers import PiecewiseControls, Problem, backend, solve_layers
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.weights import LayerWeights
 
 
 @dataclass(frozen=True)
-class TransformerLimitDistance:
+class TransformerLimitDistance(Provenance):
     """Per weight scale: the dt = 1 Transformer's distance from its time-step limit."""
 
     scales: list[float]
@@ -56,8 +38,6 @@ class TransformerLimitDistance:
     growth: OrderEstimate
     norm: str
     precision: str
-    versions: dict[str, str]
-    wall_time: float
 
 
 def transformer_limit_distance(
@@ -112,6 +92,5 @@ def transformer_limit_distance(
         growth=estimate_order(scales, distance, expected=expected, floor=max(reference_error)),
         norm=norm,
         precision=repr(bk),
-        versions=versions(),
         wall_time=time.perf_counter() - started,
     )

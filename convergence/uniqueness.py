@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from itertools import combinations
 from typing import Any
@@ -32,7 +32,7 @@ from solvers.backends import Backend
 from solvers.driver import layer_lengths
 from solvers.errors import InvalidInputError
 from solvers.methods import METHODS
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.rounding import solve_allowance
 from solvers.schemes import SteppingMethod
 from solvers.validation import choice, positive_int
@@ -69,7 +69,7 @@ class PairDifference:
 
 
 @dataclass(frozen=True)
-class Uniqueness:
+class Uniqueness(Provenance):
     """Every run (method @ precision) at every level, and every pair's differences."""
 
     runs: list[str]
@@ -78,8 +78,6 @@ class Uniqueness:
     pairs: list[PairDifference]
     verdict: LimitVerdict
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
 
     def pair(self, first: str, second: str) -> PairDifference:
         """The pair of these two run labels (in either order)."""

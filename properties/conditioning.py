@@ -10,7 +10,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from solvers.errors import InvalidInputError
 from solvers.jacobian import jacobian
 from solvers.line_fit import Fit, fit_line
 from solvers.operators import attention, attention_heads, combine_heads, project_to_s1
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.rounding import projection_allowance
 from solvers.validation import finite_array, positive_int, positive_number, positive_sweep
 
@@ -47,7 +47,7 @@ def _confidence(value: object) -> float:
 
 
 @dataclass(frozen=True)
-class LayerNormConditioning:
+class LayerNormConditioning(Provenance):
     """Measured Lipschitz constants of P at rows of std `stds`, and the fitted power law.
 
     `lipschitz[k]` is measured at std `stds[k]`; `scaled` = lipschitz * std (expected sigma2);
@@ -64,16 +64,33 @@ class LayerNormConditioning:
     scaled: list[float]
     rounding: list[float]
     fitted: list[float]
-    slope: float
-    slope_interval: tuple[float, float]
-    constant: float
-    constant_interval: tuple[float, float]
+    fit: Fit
     expected_constant: float
     decades: float
     verdict: CheckVerdict
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
+
+    @property
+    def slope(self) -> float:
+        return self.fit.slope
+
+    @property
+    def slope_interval(self) -> tuple[float, float]:
+        return self.fit.slope_interval
+
+    @property
+    def constant(self) -> float:
+        """C = exp(intercept) of the log-log fit (nan where the fit is)."""
+        return _exp(self.fit.intercept)
+
+    @property
+    def constant_interval(self) -> tuple[float, float]:
+        low, high = self.fit.intercept_interval
+        return _exp(low), _exp(high)
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if math.isfinite(x) else math.nan
 
 
 def layer_norm_conditioning(
@@ -148,24 +165,17 @@ def layer_norm_conditioning(
     ) / relative_step
     kept = rounding <= ROUNDING_LIMIT
     fit = fit_line(np.log(s[kept]), np.log(lipschitz[kept]), confidence)
-    constant = math.exp(fit.intercept) if math.isfinite(fit.intercept) else math.nan
-    constant_interval = tuple(
-        math.exp(x) if math.isfinite(x) else math.nan for x in fit.intercept_interval
-    )
     low, high = fit.slope_interval
     slope_ok = low <= -1 <= high or abs(fit.slope + 1) <= tolerance
-    low, high = constant_interval
-    constant_ok = low <= sigma2 <= high or abs(constant / sigma2 - 1) <= tolerance
+    low, high = (_exp(x) for x in fit.intercept_interval)
+    constant_ok = low <= sigma2 <= high or abs(_exp(fit.intercept) / sigma2 - 1) <= tolerance
     return LayerNormConditioning(
         stds=s.tolist(),
         lipschitz=lipschitz.tolist(),
         scaled=scaled.tolist(),
         rounding=rounding.tolist(),
         fitted=s[kept].tolist(),
-        slope=fit.slope,
-        slope_interval=fit.slope_interval,
-        constant=constant,
-        constant_interval=constant_interval,
+        fit=fit,
         expected_constant=sigma2,
         decades=float(np.log10(s[kept].max() / s[kept].min())) if kept.any() else 0.0,
         verdict=CheckVerdict.HOLDS
@@ -188,7 +198,7 @@ def layer_norm_conditioning(
 
 
 @dataclass(frozen=True)
-class AttentionConditioning:
+class AttentionConditioning(Provenance):
     """Attention's local Lipschitz constant and its distance to hard attention against beta.
 
     Per beta in `betas`: `lipschitz` (spectral norm of the measured Jacobian at U),
@@ -212,8 +222,6 @@ class AttentionConditioning:
     decay_betas: list[float]
     rounding_floor: list[float]
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
 
     @property
     def growth_exponent(self) -> float:

@@ -11,7 +11,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from solvers.backends import Backend
 from solvers.driver import layer_lengths
 from solvers.errors import InvalidInputError
 from solvers.methods import METHODS
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.rounding import solve_allowance
 from solvers.schemes import SteppingMethod
 from solvers.validation import choice, positive_int, positive_sweep
@@ -58,7 +58,7 @@ class LipschitzEstimate:
 
 
 @dataclass(frozen=True)
-class ContinuousDependence:
+class ContinuousDependence(Provenance):
     """Measured Lipschitz constants of u0 -> u(T) (theta fixed) and theta -> u(T) (u0 fixed),
     and their bounds: `initial_bound` on the ball of the largest initial-data step,
     `control_bound` on the ball of the largest weight step."""
@@ -69,8 +69,6 @@ class ContinuousDependence:
     control_bound: GronwallBound
     verdict: CheckVerdict
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
 
 
 def _distance(a: np.ndarray, b: np.ndarray) -> float:

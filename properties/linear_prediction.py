@@ -19,7 +19,7 @@ from solvers.flow import LayerFlow
 from solvers.integrators import EULER, Tableau, ray_boundary, stability_function
 from solvers.jacobian import jacobian
 from solvers.operators import tangent_projection
-from solvers.schemes import LIE, SteppingMethod, Unsplit
+from solvers.schemes import LIE, Span, SteppingMethod, Unsplit
 
 NOISE_FACTOR = 100.0
 """Eigenvalues with Re > -NOISE_FACTOR u_r^(2/3) rho count as not damped (rho the
@@ -57,8 +57,8 @@ def trajectory_samples(
             for j in range(pieces):
                 t = n + j * piece
                 samples.append((n, t, u))
-                steps = math.ceil(piece * steps_per_unit)
-                u = method.advance(flow, n, bk.asarray(t), bk.asarray(piece), steps, u)
+                span = Span(n, bk.asarray(t), bk.asarray(piece), math.ceil(piece * steps_per_unit))
+                u = method.advance(flow, span, u)
         samples.append((len(lengths) - 1, Fraction(problem.t_final), u))
     return flow, samples
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,14 +29,14 @@ from solvers.backends import Array, Backend
 from solvers.errors import InvalidInputError, NumericalBreakdownError
 from solvers.line_fit import Fit, fit_line
 from solvers.methods import checked_method
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.records import to_json
 from solvers.schemes import SteppingMethod
 from solvers.validation import positive_int
 
 
 @dataclass(frozen=True)
-class PerturbationGrowth:
+class PerturbationGrowth(Provenance):
     """Per-layer amplification sigma_max(J_n), growth sigma_max(D Phi_t) and FTLE at each
     layer boundary t (`times`) for one method, step count and precision.
 
@@ -56,8 +56,6 @@ class PerturbationGrowth:
     ftle_digits: list[str]
     jacobian_error: float
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
 
 
 def _flow_map_jacobians(bk: Backend, linearisation: Linearisation) -> Iterator[Array]:
@@ -154,7 +152,7 @@ def final_growth(
 
 
 @dataclass(frozen=True)
-class FtleConvergence:
+class FtleConvergence(Provenance):
     """The scheme's FTLE at t_final against the flow's as dt = 1/m -> 0.
 
     Per level m (`steps_per_unit`): `ftle` lambda_m(T), `differences` |lambda_m(T) -
@@ -189,8 +187,6 @@ class FtleConvergence:
     verdict: CheckVerdict
     order_estimate: dict[str, Any] | None
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
 
 
 def _step_sweep(name: str, values: object, minimum: int) -> list[int]:

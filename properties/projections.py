@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from properties.rounding_bounds import projection_rounding, row_norms
 from solvers import backend
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.validation import finite_array, positive_int
 
 RADII = (0.03, 0.1, 0.3, 0.7, 1.0, 1.5, 3.0, 10.0)
@@ -61,7 +61,7 @@ def check_relu_projection(
 
 
 @dataclass(frozen=True)
-class ProjectionExpansion:
+class ProjectionExpansion(Provenance):
     """Measured |P(x) - P(y)| / |x - y| against the radial distance, and the claims.
 
     `local_ratio[k]` is the largest ratio over tangent pairs y = x + step r t at radial
@@ -80,8 +80,6 @@ class ProjectionExpansion:
     pair_ratio: list[float]
     checks: list[ClaimCheck]
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
 
 
 def _unit_mean_zero(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

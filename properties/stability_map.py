@@ -9,7 +9,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from properties.claim_check import CheckVerdict
@@ -31,7 +31,7 @@ from solvers import PiecewiseControls, Problem, backend
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
 from solvers.methods import checked_method, resolve_method
-from solvers.provenance import versions
+from solvers.provenance import Provenance
 from solvers.schemes import SteppingMethod
 from solvers.validation import positive_int, positive_number, positive_sweep
 
@@ -41,7 +41,7 @@ flow's growth (a factor criterion needs a few digits)."""
 
 
 @dataclass(frozen=True)
-class StabilityMap:
+class StabilityMap(Provenance):
     """Stability points over methods x weight scales x temperatures.
 
     `verdict` holds when at least one point is applicable and every applicable point
@@ -54,8 +54,6 @@ class StabilityMap:
     tolerance: float
     verdict: CheckVerdict | PointVerdict
     inputs: dict[str, Any]
-    versions: dict[str, str] = field(default_factory=versions)
-    wall_time: float = 0.0
 
 
 def varied_problem(problem: Problem, scale: float, temperature: float) -> Problem:

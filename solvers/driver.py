@@ -13,7 +13,7 @@ from solvers.errors import NumericalBreakdownError
 from solvers.flow import LayerFlow
 from solvers.methods import checked_method
 from solvers.problem import Problem
-from solvers.schemes import StepHook, SteppingMethod
+from solvers.schemes import Span, StepHook, SteppingMethod
 from solvers.validation import positive_int
 
 
@@ -82,9 +82,8 @@ def integrate(
     states = [u]
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
         for n, length in enumerate(layer_lengths(problem.t_final)):
-            steps = math.ceil(length * steps_per_unit)
-            u = method.enter(flow, n, u)
-            u = method.advance(flow, n, bk.asarray(n), bk.asarray(length), steps, u, on_step)
+            span = Span(n, bk.asarray(n), bk.asarray(length), math.ceil(length * steps_per_unit))
+            u = method.advance(flow, span, method.enter(flow, n, u), on_step)
             if not bk.all_finite(u):
                 raise NumericalBreakdownError(
                     f"{bk!r} produced inf or NaN in layer {n} (t in [{n}, {n + length}]): "

@@ -1,9 +1,10 @@
-"""What a result records about where it came from: package versions."""
+"""What a result records about where it came from: package versions and wall time."""
 
 from __future__ import annotations
 
 import math
 import platform
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
 PACKAGES = ("tide-suite", "numpy", "scipy", "mpmath", "python-flint", "ml_dtypes")
@@ -27,3 +28,12 @@ def json_float(x: float | None) -> float | str | None:
         return None
     x = float(x)
     return x if math.isfinite(x) else repr(x)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """The part every result shares: the versions that determined its numbers and the
+    wall time it took (seconds). Result dataclasses derive from it."""
+
+    versions: dict[str, str] = field(default_factory=versions)
+    wall_time: float = 0.0

@@ -16,7 +16,7 @@ import numpy as np
 from solvers.backends import Array
 from solvers.flow import LayerFlow
 from solvers.integrators import extrapolation_step
-from solvers.schemes import Step, StepHook, SteppingMethod
+from solvers.schemes import Span, Step, StepHook, SteppingMethod
 
 MAX_ROOT_ITERATIONS = 200
 
@@ -42,25 +42,19 @@ class Reference(SteppingMethod):
         return flow.project(n, t + h, extrapolation_step(flow.bk, field, t, u, h, self.levels))
 
     def advance(
-        self,
-        flow: LayerFlow,
-        n: int,
-        start: Array,
-        length: Array,
-        steps: int,
-        u: Array,
-        on_step: StepHook | None = None,
+        self, flow: LayerFlow, span: Span, u: Array, on_step: StepHook | None = None
     ) -> Array:
-        """Equal steps over [start, start + length]; with `events`, each step that a
-        pre-activation crosses zero in is cut at the crossing (docs/schemes.md section 4).
-        `on_step` sees the committed steps only, never the trial steps of the search."""
+        """Equal steps over the span; with `events`, each step that a pre-activation
+        crosses zero in is cut at the crossing (docs/schemes.md section 4). `on_step` sees
+        the committed steps only, never the trial steps of the search."""
+        n = span.layer
         kinks = any(w.activation == "relu" for w in flow.controls.acting_on(n))
         if not self.events or not kinks:  # GELU layers are smooth: nothing to locate
-            return super().advance(flow, n, start, length, steps, u, on_step)
+            return super().advance(flow, span, u, on_step)
         bk = flow.bk
-        h = length / steps
-        end = start + length
-        t = start
+        h = span.length / span.steps
+        end = span.start + span.length
+        t = span.start
         positive = bk.to_float64(flow.preactivations(n, t, u)) > 0
         # a hidden unit whose row of W2 is zero (at every time) changes nothing when it switches
         silent = ~np.any([w.w2.any(axis=1) for w in flow.controls.acting_on(n)], axis=0)

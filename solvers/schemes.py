@@ -49,6 +49,17 @@ StepHook = Callable[[Step], None]
 """Called by a method after every step it commits (instrumented studies)."""
 
 
+@dataclass(frozen=True)
+class Span:
+    """The interval [start, start + length] of layer `layer`, to cross in `steps` equal
+    steps (a method may cut a step short, never skip past the end)."""
+
+    layer: int
+    start: Array
+    length: Array
+    steps: int
+
+
 class SteppingMethod:
     """A method that advances the flow over [t, t + h] in one step."""
 
@@ -72,19 +83,13 @@ class SteppingMethod:
         return flow.project(n, flow.bk.asarray(n), u) if self.enters_constraint_set else u
 
     def advance(
-        self,
-        flow: LayerFlow,
-        n: int,
-        start: Array,
-        length: Array,
-        steps: int,
-        u: Array,
-        on_step: StepHook | None = None,
+        self, flow: LayerFlow, span: Span, u: Array, on_step: StepHook | None = None
     ) -> Array:
-        """`steps` equal steps over [start, start + length], all with layer n's controls."""
-        h = length / steps
-        for i in range(steps):
-            t = start + h * i
+        """u at the end of `span` from u at its start: span.steps equal steps, all with
+        the controls of layer span.layer."""
+        n, h = span.layer, span.length / span.steps
+        for i in range(span.steps):
+            t = span.start + h * i
             after = self.step(flow, n, t, u, h)
             if on_step is not None:
                 on_step(Step(n, t, h, u, after))

@@ -67,9 +67,9 @@ def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, c
     class HalfOrderLie(Splitting):
         """The Lie step plus a sqrt(dt) error: order 0.5."""
 
-        def advance(self, flow, n, start, length, steps, u):
-            u = super().advance(flow, n, start, length, steps, u)
-            return u + (length / steps) ** 0.5
+        def advance(self, flow, span, u, on_step=None):
+            u = super().advance(flow, span, u, on_step)
+            return u + (span.length / span.steps) ** 0.5
 
     broken = HalfOrderLie("lie", 1, METHODS["lie"].sequence, EULER, "ambient", False)
     monkeypatch.setitem(METHODS, "lie", broken)
@@ -77,7 +77,7 @@ def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, c
         main(["check", "--baseline", str(baseline), str(study), "--out", str(tmp_path / "b")]) == 1
     )
     diff = capsys.readouterr().out
-    assert "orders / lie.order" in diff and "difference(s)" in diff
+    assert "orders / lie.order: verdict PASS -> FAIL" in diff and "difference(s)" in diff
 
 
 @pytest.mark.parametrize("stored", ["missing", "empty", "partial"])
