@@ -171,15 +171,16 @@ class SmoothControls:
         return BackendLayer(**combined)
 
     def norm_rates(self, bk: Backend, n: int, t: Array) -> tuple[Array, Array] | None:
-        """d/dt of norm1's (gain, bias), the motion of the constraint set; None if fixed."""
-        gains = [frame.norm1[0] for frame in self.keyframes]
-        biases = [frame.norm1[1] for frame in self.keyframes]
+        """d/dt of norm2's (gain, bias), the motion of the flow's constraint set (the set
+        of the norm that ends each layer); None if it is fixed."""
+        gains = [frame.norm2[0] for frame in self.keyframes]
+        biases = [frame.norm2[1] for frame in self.keyframes]
         if all(np.array_equal(g, gains[0]) for g in gains) and all(
             np.array_equal(b, biases[0]) for b in biases
         ):
             return None
         rates = self._basis_rates(bk, t)
-        packed = [frame.on(bk).norm1 for frame in self.keyframes]
+        packed = [frame.on(bk).norm2 for frame in self.keyframes]
         return (
             _combine(rates, [p[0] for p in packed]),
             _combine(rates, [p[1] for p in packed]),

@@ -8,6 +8,8 @@ the tangent space of the constraint set, and `project` puts a state onto the set
 
 from __future__ import annotations
 
+import numpy as np
+
 from solvers.backends import Array, Backend
 from solvers.controls import Controls
 from solvers.manufactured import ManufacturedSolution
@@ -56,6 +58,7 @@ class LayerFlow:
             feature_weights = bk.asarray(feature_weights, "feature_weights")
             feature_weights = feature_weights / bk.sum(feature_weights, -1)
         self.feature_weights = feature_weights
+        self._norms_differ: dict[int, bool] = {}
 
     @classmethod
     def from_problem(cls, problem: Problem, bk: Backend) -> LayerFlow:
@@ -80,6 +83,30 @@ class LayerFlow:
         gain, bias = layer.norm1 if which == 1 else layer.norm2
         return layer_norm(self.bk, u, gain, bias, layer.eps, self.feature_weights)
 
+    def _two_norms(self, n: int) -> bool:
+        """Whether layer n is post-LN with norm1 != norm2 (at any of its keyframes)."""
+        if n not in self._norms_differ:
+            self._norms_differ[n] = self.norm == "post" and any(
+                not all(np.array_equal(a, b) for a, b in zip(w.norm1, w.norm2, strict=True))
+                for w in self.controls.acting_on(n)
+            )
+        return self._norms_differ[n]
+
+    def _ffn_input(self, n: int, u: Array, layer: BackendLayer) -> Array:
+        """What the flow's FFN sees: LN2(u) for pre-LN; for post-LN with two norms the S1
+        copy of u on S2, P1(u) = a1 + (s1 / s2)(u - a2) (docs/limits.md section 3); u
+        otherwise."""
+        if not self._two_norms(n):
+            return self._normalised(u, layer, 2)
+        (s1, a1), (s2, a2) = layer.norm1, layer.norm2
+        return (u - a2) * (s1 / s2) + a1
+
+    def _field_ffn(self, n: int, u: Array, layer: BackendLayer, pattern: Array | None) -> Array:
+        term = feed_forward(self.bk, self._ffn_input(n, u, layer), layer, pattern)
+        if self._two_norms(n):
+            term *= layer.norm2[0] / layer.norm1[0]
+        return term
+
     def attention_term(self, n: int, t: Array, u: Array) -> Array:
         layer = self.layer(n, t)
         term = attention(
@@ -90,23 +117,31 @@ class LayerFlow:
         return term
 
     def ffn_term(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
+        """The layer's FFN sub-step term, F(u) (post, none) or F(P2(u)) (pre): what the
+        Transformer adds to a state u (after P1, for post-LN)."""
         layer = self.layer(n, t)
         return feed_forward(self.bk, self._normalised(u, layer, 2), layer, pattern)
 
+    def field_ffn_term(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
+        """The FFN part of the flow's field at u: the FFN term, except for post-LN layers
+        with two scalar norms, where the state lives on S2 and the term is
+        (s2 / s1) F(P1(u)) (docs/limits.md section 3)."""
+        return self._field_ffn(n, u, self.layer(n, t), pattern)
+
     def total(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
-        """A + F (+ g), before the tangent projection."""
-        return self.attention_term(n, t, u) + self.ffn_term(n, t, u, pattern)
+        """The flow's field before the tangent projection: A + F (+ g)."""
+        return self.attention_term(n, t, u) + self.field_ffn_term(n, t, u, pattern)
 
     def forcing(self, n: int, t: Array) -> Array:
         """g(t) = u*_t - Pi_T(u*)[(A + F)(u*)] (post) or u*_t - (A + F)(u*) for the
-        manufactured solution u*(t). Post-LN forcing leaves the normal part of A + F in
-        the ambient field, as an unforced flow has it."""
+        manufactured solution u*(t), with F the flow's FFN term. Post-LN forcing leaves
+        the normal part of A + F in the ambient field, as an unforced flow has it."""
         bk, layer = self.bk, self.layer(n, t)
         star = self.manufactured.state(bk, t)
         unforced = attention(
             bk, self._normalised(star, layer, 1), layer, self.score_bias, self.token_maps
         )
-        unforced += feed_forward(bk, self._normalised(star, layer, 2), layer)
+        unforced += self._field_ffn(n, star, layer, None)
         if self.norm == "post":
             unforced = tangent_projection(bk, star, unforced, self.feature_weights)
         return self.manufactured.derivative(bk, t) - unforced
@@ -114,8 +149,9 @@ class LayerFlow:
     def tangent(self, n: int, t: Array, u: Array, g: Array, moving: bool = True) -> Array:
         """The constrained field: Pi_T(u) g, plus the motion of the constraint set (post-LN).
 
-        With norm parameters moving in time (gain sigma2(t), bias sigma1(t)) the set S1(t)
-        moves, and u = sigma1 + sigma2 w with w on S1(0, 1) gives the extra term
+        With norm parameters moving in time (norm2's gain sigma2(t) and bias sigma1(t): the
+        flow lives on the set of the norm that ends each layer) the set S1(t) moves, and
+        u = sigma1 + sigma2 w with w on S1(0, 1) gives the extra term
         sigma1' + (sigma2' / sigma2)(u - sigma1), normal to S1. In a splitting only the
         part that carries the clock moves the set (`moving`). Other norms: g itself.
         """
@@ -124,7 +160,7 @@ class LayerFlow:
         field = tangent_projection(self.bk, u, g, self.feature_weights)
         rates = self.controls.norm_rates(self.bk, n, t) if moving else None
         if rates is not None:
-            gain, bias = self.layer(n, t).norm1
+            gain, bias = self.layer(n, t).norm2
             gain_rate, bias_rate = rates
             field += bias_rate + gain_rate / gain * (u - bias)
         return field
@@ -138,6 +174,6 @@ class LayerFlow:
         return layer_norm(self.bk, u, gain, bias, layer.eps, self.feature_weights)
 
     def preactivations(self, n: int, t: Array, u: Array) -> Array:
-        """The FFN's hidden pre-activations at u (after the pre-LN norm where there is one)."""
+        """The hidden pre-activations of the flow's FFN term at u."""
         layer = self.layer(n, t)
-        return hidden_preactivations(self.bk, self._normalised(u, layer, 2), layer)
+        return hidden_preactivations(self.bk, self._ffn_input(n, u, layer), layer)

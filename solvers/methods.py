@@ -9,6 +9,7 @@ from solvers.problem import Problem
 from solvers.reference import Reference
 from solvers.schemes import LIE, SPLITTINGS, UNSPLIT, SteppingMethod
 from solvers.validation import choice
+from solvers.weights import LayerWeights
 
 METHODS: dict[str, SteppingMethod] = {
     method.name: method
@@ -31,19 +32,45 @@ def resolve_method(method: str | SteppingMethod) -> SteppingMethod:
 def checked_method(problem: Problem, method: str | SteppingMethod) -> SteppingMethod:
     """The method (resolved from its name) if it can solve `problem`.
 
-    A post-LN flow lives on one constraint set per layer, so every method but the Lie
-    scheme (the Transformer itself, which alternates between two) needs norm1 == norm2.
+    The Lie scheme "lie" is the Transformer itself and steps any layers. Every other
+    method steps the continuous flow, which for post-LN lives on the set of each layer's
+    norm2 and needs scalar norms with a positive gain (docs/limits.md sections 1 to 3):
+    per-feature gains or biases make the refined layers collapse onto fixed points of
+    the norm maps, so there is no flow to solve (docs/limits.md section 4;
+    convergence.limit.limit_check measures the collapse); two different norms with
+    eps > 0 converge to the flow of `convergence.layer_norm_eps.lie_limit(problem)`,
+    which is what to solve instead (docs/limits.md section 2).
     """
     if not isinstance(problem, Problem):
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
     method = resolve_method(method)
     if problem.norm == "post" and method is not LIE:
         for n, layer in enumerate(problem.controls.all_layers()):
-            same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
-            if not same:
-                raise InvalidInputError(
-                    f"layer {n}: the post-LN flow of method {method.name!r} lives on one "
-                    "constraint set per layer, so norm1 and norm2 must be equal (only the "
-                    "Lie scheme, the Transformer itself, alternates between two)"
-                )
+            _check_flow_norms(n, layer, method.name)
     return method
+
+
+def _check_flow_norms(n: int, layer: LayerWeights, method: str) -> None:
+    for name in ("norm1", "norm2"):
+        gain, bias = (np.ravel(part) for part in getattr(layer, name))
+        if np.ptp(gain) or np.ptp(bias):
+            raise InvalidInputError(
+                f"layer {n} {name} has a per-feature gain or bias: the refined post-LN layers "
+                "collapse onto fixed points of the norm maps, so method "
+                f"{method!r} has no flow to solve (docs/limits.md section 4; measure the "
+                "collapse with convergence.limit.limit_check, or solve with 'lie', the "
+                "Transformer itself)"
+            )
+        if gain[0] <= 0:
+            raise InvalidInputError(
+                f"layer {n} {name} has gain {float(gain[0])!r} <= 0: the norm is not a "
+                f"projection onto a constraint set, so method {method!r} has no flow to solve"
+            )
+    same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
+    if not same and layer.eps:
+        raise InvalidInputError(
+            f"layer {n} has two different norms and eps = {layer.eps!r}: its limit is the flow "
+            "on the shrunken sets (docs/limits.md section 2); solve "
+            "convergence.layer_norm_eps.lie_limit(problem) with method "
+            f"{method!r} instead"
+        )

@@ -125,14 +125,20 @@ class Problem:
             raise InvalidInputError(
                 f"the manufactured solution has shape {(star.tokens, star.d)}, u0 {self.u0.shape}"
             )
-        if self.norm == "post":
+        if self.norm == "post":  # the flow lives on norm2's set; norm1 only scales the FFN
             for n, layer in enumerate(self.controls.all_layers()):
-                for name, (gain, bias) in (("norm1", layer.norm1), ("norm2", layer.norm2)):
-                    if layer.eps != 0 or gain.ndim or gain != star.sigma2 or bias != star.sigma1:
-                        raise InvalidInputError(
-                            f"layer {n} {name} must be the projection onto the manufactured "
-                            f"solution's S1 (gain {star.sigma2}, bias {star.sigma1}, eps 0)"
-                        )
+                gain, bias = layer.norm2
+                if layer.eps != 0 or gain.ndim or gain != star.sigma2 or bias != star.sigma1:
+                    raise InvalidInputError(
+                        f"layer {n} norm2 must be the projection onto the manufactured "
+                        f"solution's S1 (gain {star.sigma2}, bias {star.sigma1}, eps 0)"
+                    )
+                gain, bias = layer.norm1
+                if gain.ndim or bias.ndim or not gain > 0:
+                    raise InvalidInputError(
+                        f"layer {n} norm1 must be a projection (one gain > 0, one bias) for "
+                        "a manufactured post-LN solution"
+                    )
 
     @property
     def tokens(self) -> int:

@@ -106,7 +106,15 @@ class Splitting(SteppingMethod):
     sequence: tuple[tuple[str, Fraction, bool], ...]
     sub_solver: Tableau | None  # None: an accurate sub-flow
     sub_field: str = "ambient"
-    enters_constraint_set: bool = True
+    transformer: bool = False
+    """The Transformer's own layer (the Lie scheme "lie"): raw input, the layer's FFN term,
+    and P1 after attention, P2 after the FFN. Every other splitting steps the flow: it
+    enters the constraint set of norm2, uses the flow's FFN term and projects each
+    sub-step onto that set (docs/limits.md section 3)."""
+
+    @property
+    def enters_constraint_set(self) -> bool:
+        return not self.transformer
 
     def step(
         self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
@@ -121,8 +129,10 @@ class Splitting(SteppingMethod):
                 clock_time = s if advances else frozen
                 if term == "attention":
                     g = flow.attention_term(n, clock_time, v)
-                else:
+                elif self.transformer:
                     g = flow.ffn_term(n, clock_time, v, pattern)
+                else:
+                    g = flow.field_ffn_term(n, clock_time, v, pattern)
                 if self.sub_field == "ambient":
                     return g
                 return flow.tangent(n, s, v, g, moving=advances)
@@ -133,7 +143,7 @@ class Splitting(SteppingMethod):
                 u = rk_step(bk, field, clock, u, size, self.sub_solver)
             if advances:
                 clock = clock + size
-            u = flow.project(n, clock, u, 1 if term == "attention" else 2)
+            u = flow.project(n, clock, u, 1 if self.transformer and term == "attention" else 2)
         return u
 
 
@@ -164,7 +174,7 @@ STRANG_SEQUENCE = (
     ("attention", HALF, True),
 )
 
-LIE = Splitting("lie", 1, LIE_SEQUENCE, EULER, "ambient", enters_constraint_set=False)
+LIE = Splitting("lie", 1, LIE_SEQUENCE, EULER, "ambient", transformer=True)
 
 
 def _splitting(kind: str, sub_solver: Tableau | None, sub_field: str) -> Splitting:
@@ -181,8 +191,8 @@ def _splitting(kind: str, sub_solver: Tableau | None, sub_field: str) -> Splitti
 
 SUB_SOLVERS = (EULER, RK2, RK4, None)
 LIES = tuple(_splitting("lie", solver, field) for solver in SUB_SOLVERS for field in SUB_FIELDS)
-"""Lie with every sub-solver, entering the constraint set (lie-euler-ambient is the
-Transformer's own step, but projects the initial data first)."""
+"""Lie with every sub-solver, stepping the flow (with one norm per layer, lie-euler-ambient
+is the Transformer's own step, but projects the initial data first)."""
 STRANGS = tuple(
     _splitting("strang", solver, field) for solver in SUB_SOLVERS for field in SUB_FIELDS
 )

@@ -40,12 +40,19 @@ def _encoder_layers(module: Any) -> list[Any]:
         if module.norm is not None:
             raise InvalidInputError(
                 "TransformerEncoder.norm (a final layer norm after the last layer) is not part of "
-                "the layer flow; convert encoder.layers and apply the final norm separately"
+                "the layer flow: convert the layers, from_torch(encoder.layers), solve, and "
+                "apply encoder.norm to the output yourself"
             )
         return list(module.layers)
+    if isinstance(module, nn.ModuleList | list | tuple) and all(
+        isinstance(layer, nn.TransformerEncoderLayer) for layer in module
+    ):
+        if not len(module):
+            raise InvalidInputError("from_torch got an empty list of encoder layers")
+        return list(module)
     raise InvalidInputError(
-        "from_torch takes a torch.nn.TransformerEncoderLayer or TransformerEncoder, "
-        f"got {type(module).__name__}"
+        "from_torch takes a torch.nn.TransformerEncoderLayer, a TransformerEncoder, or a "
+        f"list (ModuleList) of TransformerEncoderLayers, got {type(module).__name__}"
     )
 
 
@@ -121,7 +128,8 @@ def _layer_weights(index: int, layer: Any) -> LayerWeights:
 
 
 def from_torch(module: Any) -> list[LayerWeights]:
-    """The LayerWeights of a torch TransformerEncoderLayer or of each layer of a TransformerEncoder.
+    """The LayerWeights of a torch TransformerEncoderLayer, or of each layer of a
+    TransformerEncoder or of a list (ModuleList) of encoder layers.
 
     relu and exact gelu activations are accepted; dropout is ignored (the model is read as in eval
     mode). Whether the layers are pre- or post-LN is given by `torch_norm_placement`.

@@ -241,12 +241,24 @@ def test_manufactured_solutions_need_the_uniform_feature_grid(layer):
         )
 
 
-def test_strang_needs_one_constraint_set_per_layer(rng):
-    layer = dataclasses.replace(LayerWeights.random(8, 2, 16, rng), norm2=(2.0, 0.5))
-    problem = Problem(rng.standard_normal((4, 8)), PiecewiseControls([layer]), 1)
-    assert np.isfinite(solve(problem, "lie")).all()  # the Transformer alternates between two
-    with pytest.raises(InvalidInputError, match="norm1 and norm2 must be equal"):
-        solve(problem, "strang-rk2")
+def test_the_flow_methods_refuse_post_ln_norms_without_a_flow(rng):
+    """Per-feature gains or biases (the layers collapse), a gain <= 0 (no projection) and
+    two norms with eps > 0 (the flow is lie_limit's) are refused by every method but the
+    Transformer's own, with a message that says where to go instead."""
+    base = LayerWeights.random(8, 2, 16, rng)
+    u0 = rng.standard_normal((4, 8))
+    per_feature = dataclasses.replace(base, norm1=(np.linspace(0.5, 1.5, 8), 0.0))
+    negative = dataclasses.replace(base, norm2=(-1.0, 0.0))
+    two_with_eps = dataclasses.replace(base, norm2=(2.0, 0.5), eps=1e-5)
+    for layer, message in (
+        (per_feature, "per-feature gain or bias.*collapse.*limit_check"),
+        (negative, "gain -1.0 <= 0"),
+        (two_with_eps, "two different norms and eps.*lie_limit"),
+    ):
+        problem = Problem(u0, PiecewiseControls([layer]), 1)
+        assert np.isfinite(solve(problem, "lie")).all()  # the Transformer takes any norms
+        with pytest.raises(InvalidInputError, match=message):
+            solve(problem, "strang-rk2")
 
 
 def test_projection_takes_high_precision_sigmas():

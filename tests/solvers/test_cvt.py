@@ -112,7 +112,7 @@ def test_cvt_flow_converges_at_the_predicted_orders():
         token_maps=projection(6, 2).matrices(6),
     )  # fmt: skip
     expected = {"lie": 1.0, "strang-rk2": 2.0, "projected-rk4": 4.0}
-    study = time_step_study(problem, list(expected), [4, 8, 16, 32, 64], expected=expected)
+    study = time_step_study(problem, list(expected), [4, 8, 16, 32, 64, 128], expected=expected)
     for method in study.methods:
         assert method.estimate.verdict == OrderVerdict.PASS, (method.method, method.estimate)
 

@@ -83,3 +83,31 @@ def test_reference_of_order_eight_observes_order_eight(problem):
         [np.abs(bk.to_float64(solve(problem, method, m, bk)) - exact).max() for m in (2, 4, 8)]
     )
     assert np.all(np.log2(errors[:-1] / errors[1:])[-1:] >= 7.8), errors
+
+
+@pytest.fixture(scope="module")
+def two_norm_problem():
+    """Post-LN layers whose norm1 (gain 1.4, bias 0.3) differs from norm2, the projection
+    onto the manufactured solution's S1: the flow on S2 with the FFN seeing the S1 copy of
+    the state, scaled by s2 / s1 (docs/limits.md section 3)."""
+    rng = np.random.default_rng(1)
+    star = ManufacturedSolution(tokens=5, d=6)
+    layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7) for _ in range(2)]
+    layers = [dataclasses.replace(w, b1=w.b1 + 4.0, norm1=(1.4, 0.3)) for w in layers]
+    bk = backend("float64")
+    for w in layers:  # the shift keeps the FFN's pre-activations positive along u*
+        for t in np.linspace(0, 2, 41):
+            copy = 0.3 + 1.4 * star.state(bk, t)
+            assert (copy @ w.w1 + w.b1).min() > 0.1
+    return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)
+
+
+@pytest.mark.parametrize("method", list(EXPECTED))
+def test_observed_order_with_two_norms_per_layer(two_norm_problem, method):
+    bk = backend("float64")
+    exact = two_norm_problem.manufactured.state(bk, 2.0)
+    steps = (16, 32, 64, 128, 256) if EXPECTED[method][0] < 2 else (4, 8, 16, 32, 64)
+    errors = np.array([np.abs(solve(two_norm_problem, method, m, bk) - exact).max() for m in steps])
+    orders = np.log2(errors[:-1] / errors[1:])
+    order, tolerance = EXPECTED[method]
+    assert np.all(np.abs(orders[-2:] - order) <= tolerance), orders

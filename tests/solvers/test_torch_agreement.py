@@ -107,3 +107,30 @@ def test_single_layer_module_and_encoder_agree():
     assert len(from_layer) == len(from_encoder) == 1
     for name in ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2"):
         assert np.array_equal(getattr(from_layer[0], name), getattr(from_encoder[0], name))
+
+
+def test_an_encoder_with_a_final_norm_is_converted_as_its_message_says():
+    """The final norm is not a layer of the flow: from_torch refuses the encoder, and the
+    advice it gives (convert encoder.layers, apply encoder.norm to the output) gives
+    torch's output."""
+    from solvers import InvalidInputError
+
+    base = random_torch_encoder(8, 2, 16, layers=2, seed=4, norm_first=True)
+    final = torch.nn.LayerNorm(8, dtype=torch.float64)
+    with torch.no_grad():
+        final.weight.copy_(torch.linspace(0.5, 1.5, 8, dtype=torch.float64))
+        final.bias.copy_(torch.linspace(-0.2, 0.3, 8, dtype=torch.float64))
+    encoder = torch.nn.TransformerEncoder(
+        base.layers[0], 2, norm=final, enable_nested_tensor=False
+    ).eval()
+    encoder.layers = base.layers
+    with pytest.raises(InvalidInputError, match=r"from_torch\(encoder\.layers\)"):
+        from_torch(encoder)
+    u0 = np.random.default_rng(2).standard_normal((1, 5, 8))
+    layers = from_torch(encoder.layers)
+    norm = torch_norm_placement(encoder.layers)
+    flowed = solve(Problem(u0, PiecewiseControls(layers), 2, norm=norm))
+    with torch.no_grad():
+        got = encoder.norm(torch.tensor(flowed)).numpy()
+        expected = encoder(torch.tensor(u0)).numpy()
+    assert np.max(np.abs(got - expected)) <= 1e-13 * np.max(np.abs(expected))
