@@ -2,9 +2,9 @@
 section 2).
 
 `lie_limit` builds the limit problem (each post-LN norm replaced by the projection onto
-the shrunken set var = sigma2^2 - eps that LN_eps fixes), and `eps_limit_study` measures
-the Lie scheme's order towards it for each eps and the distance of that flow from the
-eps = 0 flow against eps. Configurations without such a limit raise
+the shrunken set the Lie scheme's rows settle on under LN_eps), and
+`eps_limit_study` measures the Lie scheme's order towards it for each eps and the
+distance of that flow from the eps = 0 flow against eps. Configurations without such a limit raise
 UndefinedOperationError.
 """
 
@@ -43,27 +43,38 @@ def _scalar_norm(n: int, name: str, pair: tuple[np.ndarray, np.ndarray]) -> tupl
 
 
 def _limit_layer(n: int, layer: LayerWeights) -> LayerWeights:
-    norms = [_scalar_norm(n, name, getattr(layer, name)) for name in ("norm1", "norm2")]
-    if norms[0] != norms[1]:
-        raise UndefinedOperationError(
-            f"layer {n}: norm1 {norms[0]} and norm2 {norms[1]} differ; the Lie limit then is "
-            "not the projected flow on one constraint set"
-        )
-    gain, bias = norms[0]
-    if layer.eps >= gain**2:
-        raise UndefinedOperationError(
-            f"layer {n}: eps = {layer.eps!r} >= gain^2 = {gain**2!r}; the set "
-            "{var = gain^2 - eps} that LN_eps fixes is empty"
-        )
-    shrunken = (math.sqrt(gain**2 - layer.eps), bias)
-    return dataclasses.replace(layer, norm1=shrunken, norm2=shrunken, eps=0.0)
+    """The layer with each norm replaced by the projection onto the set the Lie scheme's
+    states settle on (docs/limits.md section 2): with eps > 0 the radius r_k of the rows
+    after norm k solves r1^2 = s1^2 r2^2 / (r2^2 + eps), r2^2 = s2^2 r1^2 / (r1^2 + eps)
+    (each norm sees the variance the other one left), that is
+    r1^2 = s1^2 - eps (s1^2 + eps) / (s2^2 + eps) and symmetrically; with one norm per
+    layer r^2 = s^2 - eps."""
+    (s1, a1), (s2, a2) = (_scalar_norm(n, name, getattr(layer, name)) for name in NORMS)
+    eps = layer.eps
+    radii = (
+        s1 * s1 - eps * (s1 * s1 + eps) / (s2 * s2 + eps),
+        s2 * s2 - eps * (s2 * s2 + eps) / (s1 * s1 + eps),
+    )
+    for name, square in zip(NORMS, radii, strict=True):
+        if square <= 0:
+            raise UndefinedOperationError(
+                f"layer {n} {name}: with eps = {eps!r} the set of rows LN_eps leaves fixed "
+                f"is empty (its variance would be {square!r} <= 0)"
+            )
+    norm1, norm2 = ((math.sqrt(r), a) for r, a in zip(radii, (a1, a2), strict=True))
+    return dataclasses.replace(layer, norm1=norm1, norm2=norm2, eps=0.0)
+
+
+NORMS = ("norm1", "norm2")
 
 
 def lie_limit(problem: Problem) -> Problem:
     """The problem whose flow is the Lie scheme's time-step limit (module docstring).
 
-    Post-LN with scalar norms: eps -> 0 and gain sigma2 -> sqrt(sigma2^2 - eps) in every
-    layer. Pre-LN and no norm: the problem itself (eps only changes a smooth field).
+    Post-LN with scalar norms (the two norms of a layer may differ): eps -> 0 and each
+    gain sigma2 -> sqrt(sigma2^2 - eps), the two sets shrinking separately
+    (docs/limits.md sections 2 and 3). Pre-LN and no norm: the problem itself (eps only
+    changes a smooth field).
     """
     if problem.norm != "post":
         return problem

@@ -1,35 +1,24 @@
 """Does refining the time step lead anywhere? The Cauchy test and the collapse test.
 
-`limit_check` solves a problem with one method at increasing steps_per_unit m_1 < m_2 <
-... and measures, at the final time:
-
-- the Cauchy differences c_i = max |u_{m_i+1} - u_{m_i}|, whose order `estimate_order`
-  fits on h = 1 / m_i: a sequence that converges at order p has c_i ~ C h_i^p; one whose
-  differences do not decrease (NO-LIMIT) is not Cauchy at these steps;
-- the token spread s_i = max_{b,i,k} |u_bik - mean_i u_bik| / max |u|, relative to the
-  solution's size: a meaningful limit has the spread of its own solution, while a
-  refinement that drives every token onto the same point (s_i -> 0) has a degenerate
-  limit that has forgotten the data (docs/limits.md section 4: per-feature LN gain and bias);
-- for post-LN problems, the fixed-point defect max |P2(P1(u)) - u| of the last layer's
-  two norms: how far the state is from a fixed point of the norm maps.
-
-The verdict is NO-LIMIT with reason "degenerate" when the finest spread is below
-`collapse` and below `collapse` times the largest spread of the sequence (the tokens
-fell together under refinement, not in the flow); NO-LIMIT with reason "not Cauchy" when
-the differences do not decrease; otherwise the verdict of the differences' order
-estimate (PASS, PRE-ASYMPTOTIC, ...). A genuine flow whose tokens cluster to a relative
-spread below `collapse` at the final time would be misread as degenerate; choose the
-horizon or `collapse` accordingly.
+`limit_check` solves a problem with one method at increasing steps per unit and
+measures at the final time the Cauchy differences of successive levels (their order
+fitted by `estimate_order`) and the evidence of a collapse (docs/limits.md section 4): the
+token spread, the number of distinct final tokens, the fixed-point defect of the last
+layer's two norms (post-LN), and the sensitivity of the final state to u0. A refinement
+whose final state forgets u0, or whose tokens fall onto one point, has no meaningful
+limit: NO-LIMIT "degenerate", whether the tokens meet at one point or at several.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
 
 from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
@@ -39,18 +28,30 @@ from solvers.flow import LayerFlow
 from solvers.provenance import Provenance
 
 COLLAPSE = 1e-6
-"""Relative token spread below which (and this far below its largest) the limit is degenerate."""
+"""Relative token spread below which (and this far below its largest) the tokens have
+fallen onto one point."""
+FORGETS = 1e-2
+"""Sensitivity to u0 at the finest level below this fraction of its largest over the
+levels: the refined solutions forget the data."""
+PERTURBATION = 1e-6
+"""Size of the perturbation of u0 (relative to max |u0|) that measures the sensitivity."""
+DISTINCT = 1e-6
+"""Two final tokens are one point when they differ by at most this, relative to max |u|."""
 
 
 @dataclass(frozen=True)
 class LimitCheck(Provenance):
-    """Cauchy differences, token spreads and fixed-point defects per refinement level."""
+    """Per refinement level: Cauchy differences to the next level, token spread, number
+    of distinct final tokens, fixed-point defect (post-LN, else None) and sensitivity to
+    u0; the order estimate of the differences and the verdict with its reason."""
 
     method: str
     steps_per_unit: list[int]
     cauchy_differences: list[float]
     spread: list[float]
+    clusters: list[int]
     fixed_point_defect: list[float] | None
+    sensitivity: list[float]
     estimate: OrderEstimate
     verdict: OrderVerdict
     reason: str
@@ -62,12 +63,29 @@ def token_spread(u: np.ndarray) -> float:
     return float(np.abs(u - u.mean(axis=-2, keepdims=True)).max() / np.abs(u).max())
 
 
+def distinct_tokens(u: np.ndarray, tolerance: float = DISTINCT) -> int:
+    """How many distinct points the final tokens (rows of every batch entry) form: rows
+    closer than `tolerance` max |u| in max-norm, chained, are one point."""
+    rows = u.reshape(-1, u.shape[-1])
+    if len(rows) == 1:
+        return 1
+    tree = linkage(rows, method="single", metric="chebyshev")
+    return int(fcluster(tree, tolerance * np.abs(rows).max(), criterion="distance").max())
+
+
 def _fixed_point_defect(problem: Problem, bk: Backend, u: np.ndarray) -> float:
     """max |P2(P1(u)) - u| for the last layer's norms P1, P2, in bk (active)."""
     flow, last = LayerFlow.from_problem(problem, bk), len(problem.controls) - 1
     start = bk.asarray(last)
     normed = flow.project(last, start, flow.project(last, start, u, 1), 2)
     return float(np.abs(bk.to_float64(normed - u)).max())
+
+
+def _perturbed(problem: Problem) -> tuple[Problem, float]:
+    """The problem from u0 + delta (a seeded direction, max |delta| = PERTURBATION max |u0|)."""
+    direction = np.random.default_rng(0).uniform(-1, 1, problem.u0.shape)
+    delta = PERTURBATION * np.abs(problem.u0).max() * direction / np.abs(direction).max()
+    return dataclasses.replace(problem, u0=problem.u0 + delta), float(np.abs(delta).max())
 
 
 def limit_check(
@@ -86,47 +104,76 @@ def limit_check(
         )
     if not 0 < collapse < 1:
         raise InvalidInputError(f"collapse must lie in (0, 1), got {collapse!r}")
+    if problem.manufactured is not None:
+        raise InvalidInputError("a limit check needs a problem without a manufactured forcing")
     started = time.perf_counter()
     bk = backend(precision)
     runs = [solve(problem, method, m, bk) for m in steps]
+    shifted, size = _perturbed(problem)
+    moved = [solve(shifted, method, m, bk) for m in steps]
     with bk.active():
         differences = [
             float(np.abs(bk.to_float64(fine - coarse)).max()) for coarse, fine in pairwise(runs)
         ]
         states = [bk.to_float64(u) for u in runs]
+        sensitivity = [
+            float(np.abs(bk.to_float64(v - u)).max()) / size
+            for u, v in zip(runs, moved, strict=True)
+        ]
         defects = (
             [_fixed_point_defect(problem, bk, u) for u in runs] if problem.norm == "post" else None
         )
     spread = [token_spread(u) for u in states]
+    clusters = [distinct_tokens(u) for u in states]
     estimate = estimate_order([1 / m for m in steps[:-1]], differences)
-    if spread[-1] < collapse and spread[-1] < collapse * max(spread):
-        verdict, reason = (
-            OrderVerdict.NO_LIMIT,
-            (
-                f"degenerate: the token spread falls from {max(spread):.3g} to {spread[-1]:.3g} "
-                "under refinement, every token is driven onto the same point"
-            ),
-        )
-    elif estimate.verdict == OrderVerdict.NO_LIMIT:
-        verdict, reason = (
-            OrderVerdict.NO_LIMIT,
-            (
-                f"not Cauchy: successive differences {', '.join(f'{c:.3g}' for c in differences)} "
-                "do not decrease"
-            ),
-        )
-    else:
-        verdict = estimate.verdict
-        reason = f"Cauchy: successive differences fall at order {estimate.order:.3g}"
+    verdict, reason = _verdict(
+        estimate, differences, spread, clusters, defects, sensitivity, collapse
+    )
     return LimitCheck(
         method=method,
         steps_per_unit=steps,
         cauchy_differences=differences,
         spread=spread,
+        clusters=clusters,
         fixed_point_defect=defects,
+        sensitivity=sensitivity,
         estimate=estimate,
         verdict=verdict,
         reason=reason,
         precision=repr(bk),
         wall_time=time.perf_counter() - started,
     )
+
+
+def _verdict(
+    estimate: OrderEstimate,
+    differences: list[float],
+    spread: list[float],
+    clusters: list[int],
+    defects: list[float] | None,
+    sensitivity: list[float],
+    collapse: float,
+) -> tuple[OrderVerdict, str]:
+    """Degenerate (the tokens fell onto one point, or the final state forgot u0: its
+    sensitivity fell below FORGETS of its largest), else not Cauchy, else the order
+    estimate of the differences."""
+    one_point = spread[-1] < collapse and spread[-1] < collapse * max(spread)
+    forgets = sensitivity[-1] <= FORGETS * max(sensitivity)
+    if one_point or forgets:
+        defect = (
+            ""
+            if defects is None
+            else f"; the fixed-point defect |P2(P1(u)) - u| falls from {max(defects):.3g} to "
+            f"{defects[-1]:.3g}"
+        )
+        return OrderVerdict.NO_LIMIT, (
+            f"degenerate: under refinement the tokens fall onto {clusters[-1]} point(s) "
+            f"(spread {max(spread):.3g} -> {spread[-1]:.3g}){defect}; the sensitivity of the "
+            f"final state to u0 falls from {max(sensitivity):.3g} to {sensitivity[-1]:.3g}"
+        )
+    if estimate.verdict == OrderVerdict.NO_LIMIT:
+        listed = ", ".join(f"{c:.3g}" for c in differences)
+        return OrderVerdict.NO_LIMIT, (
+            f"not Cauchy: successive differences {listed} ({estimate.reason})"
+        )
+    return estimate.verdict, f"Cauchy: {estimate.reason}"

@@ -32,6 +32,8 @@ class OrderVerdict(StrEnum):
     NO_LIMIT = "NO-LIMIT"
 
 
+RISE = 1.5
+"""A refinement that raises the error by more than this factor is an increase, not noise."""
 FLOOR_ORDER_FRACTION = 0.5
 """A finest level is at the floor when its local order is below this fraction of the rest's."""
 MIN_RELATIVE_NOISE = 0.002
@@ -51,6 +53,8 @@ class OrderEstimate:
     expected: float | None
     hs: list[float]
     errors: list[float]
+    reason: str = ""
+    """Why the verdict: what the window showed."""
 
 
 def estimate_order(
@@ -79,13 +83,17 @@ def estimate_order(
     levels = [int(i) for i in order_of]
     dropped: dict[int, str] = {}
 
-    def result(
-        verdict, slope=float("nan"), lo=float("nan"), hi=float("nan"), c=float("nan"), used=()
-    ):
+    def result(verdict, reason, fit=None, used=()):
+        nan = float("nan")
+        slope, (lo, hi), intercept = (
+            (nan, (nan, nan), nan)
+            if fit is None
+            else (fit.slope, fit.slope_interval, fit.intercept)
+        )
         return OrderEstimate(
-            order=slope, interval=(lo, hi), constant=c, verdict=verdict,
+            order=slope, interval=(lo, hi), constant=math.exp(intercept), verdict=verdict,
             used=[levels[i] for i in used], dropped=dropped, expected=expected,
-            hs=[float(x) for x in hs], errors=[float(x) for x in errors],
+            hs=[float(x) for x in hs], errors=[float(x) for x in errors], reason=reason,
         )  # fmt: skip
 
     # once a level reaches the floor, the finer ones are rounding too (it accumulates)
@@ -100,11 +108,18 @@ def estimate_order(
     if len(keep) >= 2:
         kept_h, kept_e = h[keep], e[keep]
         slope_all = np.polyfit(np.log(kept_h), np.log(kept_e), 1)[0]
-        jumps = np.mean(kept_e[1:] / kept_e[:-1] > 1.5)  # clear increases: an oscillation
+        jumps = np.mean(kept_e[1:] / kept_e[:-1] > RISE)  # clear increases: an oscillation
         if slope_all <= 0.1 or kept_e[-1] >= kept_e[0] or jumps >= 1 / 3:
-            return result(OrderVerdict.NO_LIMIT)
+            return result(
+                OrderVerdict.NO_LIMIT,
+                f"the errors do not decrease: fitted slope {slope_all:.3g}, finest/coarsest "
+                f"{kept_e[-1] / kept_e[0]:.3g}, rises by more than {RISE:g}x at "
+                f"{jumps:.0%} of the refinements",
+            )
     if len(keep) < 3:
-        return result(OrderVerdict.FLOOR if dropped else OrderVerdict.NO_LIMIT)
+        if dropped:
+            return result(OrderVerdict.FLOOR, "fewer than 3 levels above the precision floor")
+        return result(OrderVerdict.NO_LIMIT, "fewer than 3 levels with a non-zero error")
 
     window = keep
     start = _consistent_from_the_fine_end(np.log(h[window]), np.log(e[window]))
@@ -116,10 +131,28 @@ def estimate_order(
         window = window[1:]
     log_h, log_e = np.log(h[window]), np.log(e[window])
     fit = fit_line(log_h, log_e, confidence)
-    slope, intercept, (lo, hi) = fit.slope, fit.intercept, fit.slope_interval
+    slope, (lo, hi) = fit.slope, fit.slope_interval
+    ratios = np.exp(np.diff(log_e))
+    if ratios.max() >= 1:
+        return result(
+            OrderVerdict.NO_LIMIT,
+            "the errors do not decrease over the asymptotic window: a refinement changes "
+            f"the error by a factor {ratios.max():.3g}",
+            fit, window,
+        )  # fmt: skip
+    if not lo > 0:
+        return result(
+            OrderVerdict.PRE_ASYMPTOTIC,
+            f"no significant decrease: the 95% interval [{lo:.3g}, {hi:.3g}] reaches 0",
+            fit, window,
+        )  # fmt: skip
     local = np.diff(log_e) / np.diff(log_h)
     if len(window) == 3 and abs(local[1] - local[0]) > max(0.2 * abs(slope), 0.2):
-        return result(OrderVerdict.PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
+        return result(
+            OrderVerdict.PRE_ASYMPTOTIC,
+            f"the local orders of the 3 levels disagree ({local[0]:.3g}, {local[1]:.3g})",
+            fit, window,
+        )  # fmt: skip
     changes = np.diff(local)
     drifting = (np.all(changes < 0) or np.all(changes > 0)) and np.all(
         np.abs(changes[1:]) < np.abs(changes[:-1])
@@ -127,17 +160,35 @@ def estimate_order(
     if drifting and abs(local[-1] - slope) > max(tolerance / 2, (hi - lo) / 2):
         # local orders still converging (by shrinking steps) to a value off the fit:
         # pre-asymptotic; growing steps near a floor are rounding, not this
-        return result(OrderVerdict.PRE_ASYMPTOTIC, slope, lo, hi, math.exp(intercept), window)
-    if expected is None or lo <= expected <= hi or abs(slope - expected) <= tolerance:
-        verdict = OrderVerdict.PASS
-    elif lo > expected + tolerance:
-        verdict = OrderVerdict.SUPERCONVERGENT
-    elif abs(local[-1] - expected) <= tolerance:
-        # the finest pair agrees; the coarser levels do not yet
-        verdict = OrderVerdict.PRE_ASYMPTOTIC
-    else:
-        verdict = OrderVerdict.FAIL
-    return result(verdict, slope, lo, hi, math.exp(intercept), window)
+        return result(
+            OrderVerdict.PRE_ASYMPTOTIC,
+            f"the local orders still drift (finest {local[-1]:.3g} against the fit {slope:.3g})",
+            fit, window,
+        )  # fmt: skip
+    return result(*_against_expected(slope, lo, hi, local[-1], expected, tolerance), fit, window)
+
+
+def _against_expected(
+    slope: float, lo: float, hi: float, finest: float, expected: float | None, tolerance: float
+) -> tuple[OrderVerdict, str]:
+    """The verdict of a significant, decreasing fit: PASS needs the whole interval on the
+    right side (above 0, which the caller checked; with an expected order q, containing q
+    or inside q +- tolerance)."""
+    interval = f"[{lo:.3g}, {hi:.3g}]"
+    if expected is None:
+        return OrderVerdict.PASS, f"converges: order {slope:.3g}, interval {interval} above 0"
+    if lo <= expected <= hi or expected - tolerance <= lo <= hi <= expected + tolerance:
+        return OrderVerdict.PASS, f"order {slope:.3g}, interval {interval} agrees with {expected:g}"
+    if lo > expected + tolerance:
+        return (
+            OrderVerdict.SUPERCONVERGENT,
+            f"interval {interval} above {expected:g} + {tolerance:g}",
+        )
+    if abs(finest - expected) <= tolerance:  # the finest pair agrees; the coarser ones not yet
+        return OrderVerdict.PRE_ASYMPTOTIC, (
+            f"interval {interval} misses {expected:g}, the finest local order {finest:.3g} agrees"
+        )
+    return OrderVerdict.FAIL, f"order {slope:.3g}, interval {interval} misses {expected:g}"
 
 
 def _drop_rounding_tail(h, e, keep, levels, dropped) -> list[int]:
@@ -146,13 +197,15 @@ def _drop_rounding_tail(h, e, keep, levels, dropped) -> list[int]:
     Only when the sequence converges (median local order above 0.5): every level past the
     smallest error, and then a finest level whose local order against the previous kept
     level is below half the median before it (the error stagnates, wanders or grows as
-    rounding accumulates), is a floor level.
+    rounding accumulates), is a floor level. A level whose error reaches the coarsest
+    level's is never taken for rounding: the sequence does not converge.
     """
     keep = list(keep)
     if len(keep) < 3:
         return keep
     lowest = int(np.argmin(e[keep]))
-    if 2 <= lowest < len(keep) - 1:
+    below_start = e[keep[lowest + 1 :]].max(initial=0) < e[keep[0]]  # rounding never exceeds it
+    if 2 <= lowest < len(keep) - 1 and below_start:
         prefix = keep[: lowest + 1]
         local = np.diff(np.log(e[prefix])) / np.diff(np.log(h[prefix]))
         if np.median(local) > 0.5:  # converged down to the minimum, then rounding took over
@@ -162,7 +215,8 @@ def _drop_rounding_tail(h, e, keep, levels, dropped) -> list[int]:
     while len(keep) > 3:
         local = np.diff(np.log(e[keep])) / np.diff(np.log(h[keep]))
         typical = float(np.median(local[:-1]))
-        if typical <= 0.5 or local[-1] >= FLOOR_ORDER_FRACTION * typical:
+        rounding_like = e[keep[-1]] < e[keep[0]]  # rounding never exceeds the coarsest error
+        if typical <= 0.5 or local[-1] >= FLOOR_ORDER_FRACTION * typical or not rounding_like:
             break
         dropped[levels[keep[-1]]] = (
             f"floor: local order {local[-1]:.2f} against {typical:.2f} before it (rounding)"

@@ -45,7 +45,7 @@ def transformer_limit_distance(
     u0: np.ndarray,
     scales: Sequence[float],
     *,
-    norm: str = "post",
+    norm: str,
     precision: str | Backend = "float64",
     reference_steps: int = 4,
     expected: float | None = None,
@@ -53,9 +53,11 @@ def transformer_limit_distance(
     """Distance of the Transformer `layers` (scaled by each s) from its time-step limit.
 
     `layers` come from `from_torch` or `LayerWeights.random`; u0 is the input (N, d) or
-    (B, N, d). `expected` is the growth order q to test (see the module docstring).
-    The limit is solved at ceil(reference_steps max(1, s^2)) and twice that many steps
-    per unit.
+    (B, N, d). `norm` is the layers' placement ("post", "pre", "none"), with no default:
+    the same weights read as post-LN or pre-LN are different networks (for a torch
+    encoder, `solvers.torch_io.torch_norm_placement`). `expected` is the growth order q
+    to test (see the module docstring). The limit is solved at
+    ceil(reference_steps max(1, s^2)) and twice that many steps per unit.
     """
     scales = [float(s) for s in scales]
     if len(scales) < 3 or not all(math.isfinite(s) and s > 0 for s in scales):

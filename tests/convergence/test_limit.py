@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from convergence.limit import limit_check, token_spread
+from convergence.limit import distinct_tokens, limit_check, token_spread
 from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem
 from tests.convergence.round_trip import round_trip
@@ -55,3 +57,31 @@ def test_bad_input():
         limit_check(_problem(False), [1, 2, 2, 4])
     with pytest.raises(InvalidInputError, match="collapse must lie in"):
         limit_check(_problem(False), [1, 2, 4, 8], collapse=0)
+
+
+def test_collapse_onto_several_points_is_degenerate_too():
+    """Per-feature gains with zero biases: the norm maps are odd, the tokens of each batch
+    entry fall onto a few fixed points (+v and -v), the spread stays O(1) and successive
+    refinements even look Cauchy; the final state forgets u0 (docs/limits.md section 4)."""
+    rng = np.random.default_rng(5)
+    layers = [
+        dataclasses.replace(
+            LayerWeights.random(8, 2, 16, seed),
+            norm1=(rng.uniform(0.5, 1.5, 8), np.zeros(8)),
+            norm2=(rng.uniform(0.5, 1.5, 8), np.zeros(8)),
+        )
+        for seed in range(2)
+    ]
+    problem = Problem(rng.standard_normal((2, 40, 8)), PiecewiseControls(layers), 2.0)
+    check = limit_check(problem, [2**k for k in range(2, 12)])
+    assert check.verdict == OrderVerdict.NO_LIMIT and check.reason.startswith("degenerate")
+    assert check.clusters[0] == 80 and check.clusters[-1] <= 4  # 80 tokens on a few points
+    assert check.spread[-1] > 0.3  # not one point: a spread test alone misses it
+    assert check.sensitivity[-1] <= 1e-2 * max(check.sensitivity)
+    assert check.fixed_point_defect[-1] < 0.01 * max(check.fixed_point_defect)
+    assert check.estimate.verdict == OrderVerdict.PASS  # the differences alone look Cauchy
+
+
+def test_distinct_tokens():
+    u = np.array([[1.0, 2.0], [1.0, 2.0 + 1e-9], [-1.0, 0.0]])
+    assert distinct_tokens(u) == 2 and distinct_tokens(u[:1]) == 1

@@ -30,7 +30,7 @@ def test_orders_pass_against_the_exact_solution_and_without_a_reference(problem,
     study = time_step_study(
         problem,
         list(EXPECTED),
-        [8, 16, 32, 64, 128, 256],
+        [8, 16, 32, 64, 128, 256, 512],  # Lie reaches its asymptotic range by 512
         reference=reference,
         expected=EXPECTED,
         configuration={"seed": 1},
