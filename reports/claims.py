@@ -37,7 +37,14 @@ class Claim(Enum):
     LIE_FIRST_ORDER = "The Lie scheme (the Transformer) is a first-order discretisation of the flow"
     TIME_STEP_LIMIT = "The time-step limit exists (continuous limit in time)"
     TIME_STEP_LIMIT_EPS = "The time-step limit exists with torch-style LN (eps > 0, scalar gain)"
-    TIME_STEP_LIMIT_AFFINE = "The time-step limit exists with per-feature LN gain and bias"
+    TIME_STEP_LIMIT_AFFINE = (
+        "The time-step limit exists for post-LN with per-feature LN gain and bias "
+        "(trained post-LN norms)"
+    )
+    TIME_STEP_LIMIT_TWO_NORMS = (
+        "The time-step limit exists for post-LN layers with two different scalar norms"
+    )
+    TIME_STEP_LIMIT_PRE_LN = "The time-step limit exists for pre-LN with per-feature gain and bias"
     GRID_LIMIT = "The grid discretisation converges to the continuous attention operator"
     PRECISION_FLOOR = "High precision moves the rounding floor below the truncation error"
     WELL_POSED = "The equation is well posed: u(T) depends continuously on data and controls"

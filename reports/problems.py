@@ -10,7 +10,10 @@ pre-activation crosses zero, the field is smooth and the extrapolation reference
 cheap. `uniform_attention` zeroes Wk, b_v, b_o and the FFN's output (W2, b2): every
 token attends uniformly and the solution is known in closed form (solvers.exact). `eps`
 and `affine` give torch-style layer norms (eps > 0; per-feature gains
-1 + 0.3 N(0, 1) and biases 0.3 N(0, 1)). Weights and data come from the case's seed.
+1 + 0.3 N(0, 1) and biases 0.3 N(0, 1)). `norm1 = [gain, bias]` gives every layer a first
+norm that differs from its second, as trained post-LN layers have (scalars; the flow is
+then the one on S2 of docs/limits.md section 3). Weights and data come from the case's
+seed.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from reports.schema import Field, boolean, integer, number, one_of, reject, table
+from reports.schema import Field, array_of, boolean, integer, number, one_of, reject, table
 from solvers import LayerWeights, PiecewiseControls, Problem
 from solvers.manufactured import ManufacturedSolution
 from solvers.operators import LAYER_NORMS
@@ -36,6 +39,7 @@ PROBLEM_FIELDS = {
     "relu_shift": Field(number(), 0.0),
     "eps": Field(number(low=0.0), 0.0),
     "affine": Field(boolean, False),
+    "norm1": Field(array_of(number(), minimum=2), None, "norm1's [gain, bias] (scalars)"),
     "manufactured": Field(boolean, False),
     "uniform_attention": Field(boolean, False),
 }
@@ -46,6 +50,11 @@ def problem_spec(value: Any, where: str) -> dict[str, Any]:
     spec = table(value, where, PROBLEM_FIELDS)
     if spec["d"] % spec["heads"]:
         raise reject(f"{where}.heads", f"must divide d = {spec['d']}, got {spec['heads']}")
+    if spec["norm1"] is not None:
+        if len(spec["norm1"]) != 2 or not spec["norm1"][0] > 0:
+            raise reject(f"{where}.norm1", f"must be [gain > 0, bias], got {spec['norm1']}")
+        if spec["affine"]:
+            raise reject(f"{where}.norm1", "cannot be combined with affine (per-feature) norms")
     if spec["manufactured"] and spec["uniform_attention"]:
         raise reject(f"{where}.uniform_attention", "cannot be combined with manufactured")
     if spec["manufactured"]:
@@ -93,6 +102,8 @@ def build_problem(spec: dict[str, Any], seed: int) -> Problem:
         ]
     if spec["relu_shift"]:
         layers = [dataclasses.replace(w, b1=w.b1 + spec["relu_shift"]) for w in layers]
+    if spec["norm1"] is not None:
+        layers = [dataclasses.replace(w, norm1=tuple(spec["norm1"])) for w in layers]
     controls = PiecewiseControls(layers)
     if spec["manufactured"]:
         star = ManufacturedSolution(spec["tokens"], spec["d"])

@@ -1,8 +1,10 @@
 """What the time-step limit is, as study experiments.
 
 kind "layer-norm-limit": case "eps" (convergence.layer_norm_eps: Lie with LN_eps against
-the shrunken-set flow, and that flow's distance from the eps = 0 flow) and case "affine"
-(convergence.limit on per-feature gains and biases). kind "transformer-limit": the dt = 1
+the shrunken-set flow, and that flow's distance from the eps = 0 flow), case "affine"
+(convergence.limit on per-feature gains and biases: the collapse), case "two-norms"
+(post-LN layers whose norm1 differs from norm2, scalars: the flow on S2) and case
+"pre-affine" (pre-LN with per-feature gains and biases). kind "transformer-limit": the dt = 1
 Transformer's distance from its limit against the weight scale.
 """
 
@@ -13,13 +15,21 @@ from typing import Any
 from convergence.layer_norm_eps import EpsLimitStudy, eps_limit_study
 from convergence.limit import LimitCheck, limit_check
 from convergence.order import OrderVerdict
+from convergence.time_step import TimeStepStudy, time_step_study
 from convergence.transformer_limit import TransformerLimitDistance, transformer_limit_distance
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Record, Section, by_case_kind, results
 from reports.figures import Figure, convergence_figure, lines_figure, slug
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, number
-from reports.tables import latex_table, markdown_table, number_rows, order_merit
+from reports.tables import (
+    ORDER_HEADERS,
+    latex_table,
+    markdown_table,
+    number_rows,
+    order_cells,
+    order_merit,
+)
 from reports.tables import number as cell
 
 LN_FIELDS = {
@@ -27,7 +37,12 @@ LN_FIELDS = {
     "eps_values": Field(array_of(number(positive=True), minimum=3, distinct=True)),
     "steps_per_unit": Field(array_of(integer(1, 1_000_000), minimum=3, distinct=True)),
     "affine_steps_per_unit": Field(array_of(integer(1, 1_000_000), minimum=4, distinct=True)),
+    "norm1": Field(array_of(number(), minimum=2), [1.3, 0.2], "norm1 [gain, bias], two-norms"),
 }
+TWO_NORM_METHODS = {"lie": 1.0, "strang-rk2": 2.0}
+"""The methods the two-norm case measures against the reference, with their orders."""
+PRE_AFFINE_METHODS = {"lie": 1.0, "strang-rk2-ambient": 2.0}
+"""The same for pre-LN with per-feature norms (no constraint set: ambient Strang is order 2)."""
 SAME_FLOW_DISTANCE = 1e-9
 """The eps > 0 limit counts as the eps = 0 flow when its max-abs distance from that flow
 stays below this at every eps (about a thousand times the float64 extrapolation
@@ -43,6 +58,66 @@ def _eps_run(case: dict[str, Any], seed: int) -> EpsLimitStudy:
 def _affine_run(case: dict[str, Any], seed: int) -> LimitCheck:
     problem = build_problem(case["problem"] | {"affine": True, "relu_shift": 0.0}, seed)
     return limit_check(problem, case["affine_steps_per_unit"])
+
+
+def _two_norms_run(case: dict[str, Any], seed: int) -> TimeStepStudy:
+    spec = case["problem"] | {"norm": "post", "eps": 0.0, "affine": False, "norm1": case["norm1"]}
+    return time_step_study(
+        build_problem(spec, seed), list(TWO_NORM_METHODS), case["steps_per_unit"],
+        expected=TWO_NORM_METHODS,
+    )  # fmt: skip
+
+
+def _pre_affine_run(case: dict[str, Any], seed: int) -> TimeStepStudy:
+    spec = case["problem"] | {"norm": "pre", "eps": 0.0, "affine": True}
+    return time_step_study(
+        build_problem(spec, seed), list(PRE_AFFINE_METHODS), case["steps_per_unit"],
+        expected=PRE_AFFINE_METHODS,
+    )  # fmt: skip
+
+
+def orders_evidence(claim: Claim, study: TimeStepStudy) -> Evidence:
+    """Verified when every method converges at its expected order (PASS), refuted when one
+    has no limit (NO-LIMIT), qualified otherwise."""
+    verdicts = [m.estimate.verdict for m in study.methods]
+    if OrderVerdict.NO_LIMIT in verdicts:
+        verdict = ClaimVerdict.REFUTED
+    else:
+        verdict = verified_or(all(v == OrderVerdict.PASS for v in verdicts), ClaimVerdict.QUALIFIED)
+    found = ", ".join(
+        f"{m.method} {m.estimate.order:.3f} ({m.estimate.verdict}, expected "
+        f"{m.estimate.expected:g})"
+        for m in study.methods
+    )
+    return Evidence(claim, verdict, f"orders against the extrapolation reference: {found}")
+
+
+def _orders_render(title: str, study: TimeStepStudy, what: str, claim: Claim) -> Section:
+    rows = [[m.method, *order_cells(m.estimate), cell(m.max_abs[-1])] for m in study.methods]
+    headers = ["method", *ORDER_HEADERS, "finest error"]
+    markdown = f"**{what}.**\n\n" + markdown_table(headers, rows)
+    series = [
+        (m.method, [1 / k for k in m.steps_per_unit], m.max_abs, m.estimate) for m in study.methods
+    ]
+    figure = Figure(
+        slug(f"{title} {what}"), f"{what}: errors against the reference.",
+        convergence_figure(f"{title}: {what}", "dt", series),
+    )  # fmt: skip
+    merit = {f"{slug(what)}.{m.method}.order": order_merit(m.estimate) for m in study.methods}
+    evidence = [orders_evidence(claim, study)]
+    return Section(title, markdown, [figure], latex_table(title, headers, rows), evidence, merit)
+
+
+def _two_norms_render(title: str, studies: list[TimeStepStudy]) -> Section:
+    return _orders_render(
+        title, studies[0], "Two scalar norms per post-LN layer", Claim.TIME_STEP_LIMIT_TWO_NORMS
+    )
+
+
+def _pre_affine_render(title: str, studies: list[TimeStepStudy]) -> Section:
+    return _orders_render(
+        title, studies[0], "Pre-LN, per-feature gain and bias", Claim.TIME_STEP_LIMIT_PRE_LN
+    )
 
 
 def eps_evidence(eps: EpsLimitStudy) -> Evidence:
@@ -76,7 +151,7 @@ def _eps_render(title: str, studies: list[EpsLimitStudy]) -> Section:
         "distance from the eps = 0 flow",
     ]
     markdown = (
-        "**eps > 0, scalar gain.** "
+        "**eps > 0, scalar gain.**\n\n"
         + markdown_table(headers, rows)
         + f"\nDistance fitted as C eps^q: q = {fit.order:.4f} [{fit.interval[0]:.4f},"
         f" {fit.interval[1]:.4f}], C = {fit.constant:.3g} ({fit.verdict}).\n"
@@ -108,28 +183,38 @@ def affine_evidence(affine: LimitCheck) -> Evidence:
 
 def _affine_render(title: str, checks: list[LimitCheck]) -> Section:
     affine = checks[0]
+    defects = affine.fixed_point_defect or [None] * len(affine.steps_per_unit)
+
+    def optional(x: float | None) -> str:
+        return "-" if x is None else cell(x)
+
     rows = [
-        [m, cell(s), cell(c) if c is not None else "-"]
-        for m, s, c in zip(
-            affine.steps_per_unit, affine.spread, [*affine.cauchy_differences, None], strict=True
+        [m, cell(s), k, optional(d), cell(g), optional(c)]
+        for m, s, k, d, g, c in zip(
+            affine.steps_per_unit, affine.spread, affine.clusters, defects,
+            affine.sensitivity, [*affine.cauchy_differences, None], strict=True,
         )
-    ]
+    ]  # fmt: skip
+    headers = [
+        "steps per unit", "token spread", "distinct tokens", "|P2(P1(u)) - u|",
+        "sensitivity to u0", "Cauchy difference to next",
+    ]  # fmt: skip
     markdown = (
         f"**Per-feature gain and bias.** Verdict {affine.verdict}: {affine.reason}.\n\n"
-        + markdown_table(["steps per unit", "token spread", "Cauchy difference to next"], rows)
+        + markdown_table(headers, rows)
     )
+    series = [
+        ("token spread", affine.steps_per_unit, [max(s, 1e-18) for s in affine.spread]),
+        ("sensitivity to u0", affine.steps_per_unit, [max(g, 1e-18) for g in affine.sensitivity]),
+        ("Cauchy difference", affine.steps_per_unit[:-1], affine.cauchy_differences),
+    ]
+    if affine.fixed_point_defect is not None:
+        defect = [max(d, 1e-18) for d in affine.fixed_point_defect]
+        series.append(("fixed-point defect", affine.steps_per_unit, defect))
     figure = Figure(
         slug(f"{title} affine"),
-        "Token spread and Cauchy differences under refinement.",
-        lines_figure(
-            f"{title}: per-feature LN",
-            "steps per unit",
-            "size",
-            [
-                ("token spread", affine.steps_per_unit, [max(s, 1e-18) for s in affine.spread]),
-                ("Cauchy difference", affine.steps_per_unit[:-1], affine.cauchy_differences),
-            ],
-        ),
+        "The collapse evidence under refinement.",
+        lines_figure(f"{title}: per-feature LN", "steps per unit", "size", series),
     )
     merit = {"affine.verdict": {"value": str(affine.verdict)}}
     return Section(title, markdown, [figure], "", [affine_evidence(affine)], merit)
@@ -219,11 +304,13 @@ def _transformer_render(title: str, records: list[Record[TransformerLimitDistanc
 
 LAYER_NORM_LIMIT = by_case_kind(
     "layer-norm-limit",
-    "what eps > 0 and per-feature LN gain and bias do to the time-step limit",
+    "what eps > 0, two norms per layer and per-feature LN gain and bias do to the limit",
     LN_FIELDS,
     {
         "eps": CaseKind(_eps_run, EpsLimitStudy, _eps_render),
         "affine": CaseKind(_affine_run, LimitCheck, _affine_render),
+        "two-norms": CaseKind(_two_norms_run, TimeStepStudy, _two_norms_render),
+        "pre-affine": CaseKind(_pre_affine_run, TimeStepStudy, _pre_affine_render),
     },
     with_default_problem,
 )

@@ -41,6 +41,8 @@ RULES = {
     Claim.TIME_STEP_LIMIT: {VERIFIED, QUALIFIED},
     Claim.TIME_STEP_LIMIT_EPS: {VERIFIED, QUALIFIED, REFUTED},
     Claim.TIME_STEP_LIMIT_AFFINE: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.TIME_STEP_LIMIT_TWO_NORMS: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.TIME_STEP_LIMIT_PRE_LN: {VERIFIED, QUALIFIED, REFUTED},
     Claim.GRID_LIMIT: {VERIFIED, QUALIFIED},
     Claim.PRECISION_FLOOR: {VERIFIED, QUALIFIED},
     Claim.WELL_POSED: {VERIFIED, REFUTED},
@@ -257,6 +259,18 @@ SCENARIOS = [
             (REFUTED, OrderVerdict.NO_LIMIT),
             (VERIFIED, PASS),
             (QUALIFIED, OrderVerdict.PRE_ASYMPTOTIC),
+        )
+    ),
+    *(
+        on("layer-norm-limit", claim, verdict, _methods(last), case)
+        for claim, case in (
+            (Claim.TIME_STEP_LIMIT_TWO_NORMS, "two-norms"),
+            (Claim.TIME_STEP_LIMIT_PRE_LN, "pre-affine"),
+        )
+        for verdict, last in (
+            (VERIFIED, PASS),
+            (QUALIFIED, OrderVerdict.PRE_ASYMPTOTIC),
+            (REFUTED, OrderVerdict.NO_LIMIT),
         )
     ),
     *(

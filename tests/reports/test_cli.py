@@ -71,7 +71,7 @@ def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, c
             u = super().advance(flow, span, u, on_step)
             return u + (span.length / span.steps) ** 0.5
 
-    broken = HalfOrderLie("lie", 1, METHODS["lie"].sequence, EULER, "ambient", False)
+    broken = HalfOrderLie("lie", 1, METHODS["lie"].sequence, EULER, "ambient", transformer=True)
     monkeypatch.setitem(METHODS, "lie", broken)
     assert (
         main(["check", "--baseline", str(baseline), str(study), "--out", str(tmp_path / "b")]) == 1

@@ -62,7 +62,7 @@ CVT_FIELDS = {
     "flow_grid": Field(_flow_grid_size, 6),
     "flow_d": Field(integer(2, 64), 8),
     "steps_per_unit": Field(
-        array_of(integer(1, 4096), minimum=3, distinct=True), [4, 8, 16, 32, 64]
+        array_of(integer(1, 4096), minimum=3, distinct=True), [4, 8, 16, 32, 64, 128]
     ),
     "flow_sizes": Field(_flow_sizes, [8, 16, 32, 64]),
 }
