@@ -1,9 +1,11 @@
 """Numbers and equations: backends, operators, schemes, controls, problems.
 
-Public API: backend, LayerWeights, PiecewiseControls, Problem, solve, from_torch.
+Public API: backend, LayerWeights, PiecewiseControls, Problem, solve, solve_reference,
+from_torch.
 """
 
 from solvers.backends import backend
+from solvers.controlled_reference import ReferenceSolution, solve_reference
 from solvers.controls import PiecewiseControls
 from solvers.driver import solve, solve_layers
 from solvers.errors import InvalidInputError, TideError, UndefinedOperationError
@@ -16,10 +18,12 @@ __all__ = [
     "LayerWeights",
     "PiecewiseControls",
     "Problem",
+    "ReferenceSolution",
     "TideError",
     "UndefinedOperationError",
     "backend",
     "from_torch",
     "solve",
     "solve_layers",
+    "solve_reference",
 ]

@@ -21,3 +21,9 @@ class UndefinedOperationError(TideError):
 
 class NumericalBreakdownError(TideError):
     """A computation overflowed or produced NaN in its number format."""
+
+
+class IntegrationError(TideError):
+    """An integrator could not deliver a trustworthy result: its error estimate would not
+    come down (a stiff or unstable field), or it ran out of its budget of steps,
+    rejections or evaluations. The message names the layer, the time and the step size."""

@@ -9,7 +9,7 @@ where |R| crosses 1 along a ray (docs/stability.md section 3).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -139,21 +139,24 @@ def rk_step(bk: Backend, field: Field, t: Array, u: Array, h: Array, tableau: Ta
     return result
 
 
-def extrapolation_step(
+def extrapolation_rows(
     bk: Backend, field: Field, t: Array, u: Array, h: Array, levels: int
-) -> Array:
-    """One Gragg-Bulirsch-Stoer step of order 2 * levels for a smooth field.
+) -> Iterator[tuple[Array, Array | None]]:
+    """The Gragg-Bulirsch-Stoer tableau over one step, row by row (docs/schemes.md section 3).
 
     T_{j,1} is Gragg's smoothed modified midpoint rule with n_j = 2j sub-steps; its error
     expands in even powers of h / n_j, which Aitken-Neville removes one at a time:
-    T_{j,k+1} = T_{j,k} + (T_{j,k} - T_{j-1,k}) / ((n_j / n_{j-k})^2 - 1). The ratios
-    are exact rationals rounded into the backend.
+    T_{j,k+1} = T_{j,k} + (T_{j,k} - T_{j-1,k}) / ((n_j / n_{j-k})^2 - 1), the ratios exact
+    rationals rounded into the backend. Row j yields (T_{j,j}, T_{j,j-1}): the value of
+    order 2j and its neighbour, whose difference estimates the error of T_{j,j-1} (None
+    in row 1). f(t, u) is evaluated once for all rows.
     """
+    start = field(t, u)
     previous_row: list[Array] = []
     for j in range(1, levels + 1):
         n = 2 * j
         step = h / n
-        before, current = u, u + step * field(t, u)
+        before, current = u, u + step * start
         for i in range(1, n):
             before, current = current, before + (2 * step) * field(t + step * i, current)
         row = [(current + before + step * field(t + h, current)) / 2]
@@ -161,4 +164,17 @@ def extrapolation_step(
             ratio = bk.asarray(Fraction(j, j - k) ** 2 - 1)
             row.append(row[k - 1] + (row[k - 1] - previous_row[k - 1]) / ratio)
         previous_row = row
-    return previous_row[-1]
+        yield row[-1], (row[-2] if j > 1 else None)
+
+
+def extrapolation_evaluations(levels: int) -> int:
+    """Field evaluations of `levels` rows: 1 + sum_j 2j."""
+    return 1 + levels * (levels + 1)
+
+
+def extrapolation_step(
+    bk: Backend, field: Field, t: Array, u: Array, h: Array, levels: int
+) -> Array:
+    """One Gragg-Bulirsch-Stoer step of order 2 * levels for a smooth field: T_{L,L}."""
+    *_, (diagonal, _) = extrapolation_rows(bk, field, t, u, h, levels)
+    return diagonal

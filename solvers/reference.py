@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from solvers.backends import Array
+from solvers.errors import IntegrationError
+from solvers.events import crossings, locate_event, silent_units
 from solvers.flow import LayerFlow
-from solvers.integrators import extrapolation_step
+from solvers.integrators import extrapolation_rows
 from solvers.schemes import Span, Step, StepHook, SteppingMethod
-
-MAX_ROOT_ITERATIONS = 200
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,25 @@ class Reference(SteppingMethod):
     def step(
         self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
     ) -> Array:
+        """One extrapolated step; raises IntegrationError when the tableau's own estimate
+        |T_LL - T_L,L-1| exceeds the size of the state (an unstable step: the field is too
+        stiff for this step size, and the result would be garbage)."""
+        bk = flow.bk
+
         def field(s: Array, v: Array) -> Array:
             return flow.tangent(n, s, v, flow.total(n, s, v, pattern))
 
-        return flow.project(n, t + h, extrapolation_step(flow.bk, field, t, u, h, self.levels))
+        *_, (value, neighbour) = extrapolation_rows(bk, field, t, u, h, self.levels)
+        estimate = float(np.max(np.abs(bk.to_float64(value - neighbour))))
+        size = max(1.0, float(np.max(np.abs(bk.to_float64(u)))))
+        if not estimate <= size:
+            raise IntegrationError(
+                f"layer {n}, t = {bk.to_float64(t):.6g}, step {bk.to_float64(h):.3g}: the "
+                f"extrapolation's own error estimate {estimate:.3g} exceeds the state's size "
+                f"{size:.3g} (a stiff or unstable field for this step: use more steps per "
+                "unit, or solve_reference)"
+            )
+        return flow.project(n, t + h, value)
 
     def advance(
         self, flow: LayerFlow, span: Span, u: Array, on_step: StepHook | None = None
@@ -56,17 +71,23 @@ class Reference(SteppingMethod):
         end = span.start + span.length
         t = span.start
         positive = bk.to_float64(flow.preactivations(n, t, u)) > 0
-        # a hidden unit whose row of W2 is zero (at every time) changes nothing when it switches
-        silent = ~np.any([w.w2.any(axis=1) for w in flow.controls.acting_on(n)], axis=0)
+        silent = silent_units(flow.controls, n)
         while bk.to_float64(end - t) > 0:
             size = h if bk.to_float64(end - t - h) > 0 else end - t
             pattern = bk.asarray(positive.astype(np.float64))
             stepped = self.step(flow, n, t, u, size, pattern)
-            crossed = (bk.to_float64(flow.preactivations(n, t + size, stepped)) > 0) != positive
             flipped = None
-            if (crossed & ~silent).any():
-                size, stepped, flipped = self._locate(
-                    flow, n, t, u, size, pattern, positive, silent
+            z_end = flow.preactivations(n, t + size, stepped)
+            if crossings(bk, z_end, positive, silent).any():
+
+                def trial(tau: Array, t=t, u=u, pattern=pattern) -> tuple[Array, Array]:
+                    state = self.step(flow, n, t, u, tau, pattern)
+                    return state, flow.preactivations(n, t + tau, state)
+
+                where = f"layer {n}, t = {bk.to_float64(t):.6g}"
+                z_start = flow.preactivations(n, t, u)
+                size, stepped, flipped = locate_event(
+                    bk, trial, z_start, size, positive, silent, where
                 )
             if on_step is not None:
                 on_step(Step(n, t, size, u, stepped, pattern))
@@ -75,58 +96,3 @@ class Reference(SteppingMethod):
                 positive = positive.copy()
                 positive[flipped] = ~positive[flipped]
         return u
-
-    def _locate(self, flow, n, t, u, size, pattern, positive, silent):
-        """The earliest sign change of a pre-activation in (t, t + size]: its time offset,
-        the state there, and the index of the component that crosses."""
-        bk = flow.bk
-        z0 = flow.preactivations(n, t, u)
-        while True:
-            z1 = flow.preactivations(n, t + size, self.step(flow, n, t, u, size, pattern))
-            a, b = bk.to_float64(z0), bk.to_float64(z1)
-            crossed = ((b > 0) != positive) & ~silent
-            # linear estimate of each crossing time, to pick the earliest candidate
-            estimate = np.where(crossed, a / np.where(crossed, a - b, 1.0), np.inf)
-            index = np.unravel_index(int(np.argmin(estimate)), estimate.shape)
-            offset, stepped = self._root(flow, n, t, u, size, pattern, z0[index], z1[index], index)
-            z = bk.to_float64(flow.preactivations(n, t + offset, stepped))
-            others = ((z > 0) != positive) & ~silent & ~_only(index, z.shape)
-            if not others.any():
-                return offset, stepped, index
-            size = offset  # another component crossed earlier: search before this event
-
-    def _root(self, flow, n, t, u, size, pattern, z_start, z_end, index):
-        """Illinois iteration for z_index(tau) = 0 on (0, size] along the frozen-pattern flow.
-
-        Stops when an update moves tau by less than 16 u * size (u the unit roundoff).
-        """
-        bk = flow.bk
-        lo, hi, z_lo, z_hi = bk.asarray(0), size, z_start, z_end
-        side, previous = 0, None
-        tolerance = bk.to_float64(size) * bk.unit_roundoff * 16
-        for _ in range(MAX_ROOT_ITERATIONS):
-            tau = hi - z_hi * (hi - lo) / (z_hi - z_lo)
-            stepped = self.step(flow, n, t, u, tau, pattern)
-            z = flow.preactivations(n, t + tau, stepped)[index]
-            if previous is not None and abs(bk.to_float64(tau - previous)) <= tolerance:
-                break
-            if bk.to_float64(z) == 0:
-                break
-            previous = tau
-            if (bk.to_float64(z) > 0) == (bk.to_float64(z_hi) > 0):
-                hi, z_hi = tau, z
-                if side == 1:
-                    z_lo = z_lo / 2
-                side = 1
-            else:
-                lo, z_lo = tau, z
-                if side == -1:
-                    z_hi = z_hi / 2
-                side = -1
-        return tau, stepped
-
-
-def _only(index: tuple, shape: tuple) -> np.ndarray:
-    mask = np.zeros(shape, dtype=bool)
-    mask[index] = True
-    return mask

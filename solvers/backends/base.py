@@ -56,6 +56,11 @@ class Backend(ABC):
         with self.active():
             return computation(self)
 
+    def max_radius(self, value: Array) -> float:
+        """The largest radius of the balls in `value`: 0 for point arithmetic (ArbBackend
+        bounds its rounding this way)."""
+        return 0.0
+
     @abstractmethod
     def asarray(self, value: object, name: str = "value") -> Array:
         """`value` (numbers, a float array, or decimal strings) rounded into this number system.

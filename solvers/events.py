@@ -1,0 +1,100 @@
+"""Locating the ReLU kinks of a step: the first hidden pre-activation to cross zero
+(docs/schemes.md section 4), with a bounded amount of work and time that only moves
+forward."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from solvers.backends import Array, Backend
+from solvers.controls import Controls
+from solvers.errors import IntegrationError
+
+MAX_ROOT_ITERATIONS = 200
+MAX_NARROWINGS = 64
+"""How often the search may move to an earlier crossing of another unit before giving up."""
+
+Trial = Callable[[Array], tuple[Array, Array]]
+"""tau -> (the state at t + tau along the step's frozen-pattern flow, its pre-activations)."""
+
+
+def silent_units(controls: Controls, n: int) -> np.ndarray:
+    """Hidden units whose row of W2 is zero at every time of layer n: they change nothing
+    when they switch, so their crossings are not events."""
+    return ~np.any([w.w2.any(axis=1) for w in controls.acting_on(n)], axis=0)
+
+
+def crossings(bk: Backend, z: Array, positive: np.ndarray, silent: np.ndarray) -> np.ndarray:
+    """Units whose pre-activation has left the side the pattern holds, silent ones aside."""
+    return ((bk.to_float64(z) > 0) != positive) & ~silent
+
+
+def locate_event(
+    bk: Backend,
+    trial: Trial,
+    z_start: Array,
+    size: Array,
+    positive: np.ndarray,
+    silent: np.ndarray,
+    where: str,
+) -> tuple[Array, Array, tuple]:
+    """The earliest sign change of a pre-activation in (0, size]: (its offset tau, the state
+    at t + tau, the index of the unit that crosses). The offset always lies in (0, size].
+    Raises IntegrationError (naming `where`) when the search does not settle."""
+    for _ in range(MAX_NARROWINGS):
+        _, z_end = trial(size)
+        a, b = bk.to_float64(z_start), bk.to_float64(z_end)
+        crossed = crossings(bk, z_end, positive, silent)
+        if not crossed.any():
+            raise IntegrationError(
+                f"{where}: event location lost its crossing (no pre-activation changes sign "
+                f"over a step of {bk.to_float64(size):.3g})"
+            )
+        # linear estimate of each crossing time, to pick the earliest candidate
+        estimate = np.where(crossed, a / np.where(crossed, a - b, 1.0), np.inf)
+        index = np.unravel_index(int(np.argmin(estimate)), estimate.shape)
+        offset, state, z = _root(bk, trial, size, z_start[index], z_end[index], index)
+        others = crossings(bk, z, positive, silent)
+        others[index] = False
+        if not others.any():
+            return offset, state, index
+        size = offset  # another unit crossed earlier: search before this event
+    raise IntegrationError(
+        f"{where}: event location did not settle on a first crossing after {MAX_NARROWINGS} "
+        "narrowings (pre-activations crossing zero almost together)"
+    )
+
+
+def _root(bk: Backend, trial: Trial, size: Array, z_lo: Array, z_hi: Array, index: tuple):
+    """Illinois iteration for z_index(tau) = 0 on (0, size], bracketed: every iterate lies
+    strictly inside the bracket (bisection when the secant leaves it or is undefined).
+    Stops when an update moves tau by less than 16 u size (u the unit roundoff)."""
+    lo, hi = bk.asarray(0), size
+    side, previous = 0, None
+    tolerance = bk.to_float64(size) * bk.unit_roundoff * 16
+    state, z_all = trial(hi)
+    for _ in range(MAX_ROOT_ITERATIONS):
+        tau = hi - z_hi * (hi - lo) / (z_hi - z_lo)
+        low, high, guess = bk.to_float64(lo), bk.to_float64(hi), bk.to_float64(tau)
+        if not low < guess <= high:  # undefined or outside the bracket
+            tau = (lo + hi) / 2
+        state, z_all = trial(tau)
+        z = z_all[index]
+        if previous is not None and abs(bk.to_float64(tau - previous)) <= tolerance:
+            break
+        if bk.to_float64(z) == 0:
+            break
+        previous = tau
+        if (bk.to_float64(z) > 0) == (bk.to_float64(z_hi) > 0):
+            hi, z_hi = tau, z
+            if side == 1:
+                z_lo = z_lo / 2
+            side = 1
+        else:
+            lo, z_lo = tau, z
+            if side == -1:
+                z_hi = z_hi / 2
+            side = -1
+    return tau, state, z_all
