@@ -241,7 +241,7 @@ def _hard_weights(u: np.ndarray, layer: LayerWeights) -> tuple[np.ndarray, float
     their float64 rounding bound gamma_{d_k + 2d + 6} m_i (docs/rounding.md section 2).
     """
     heads = head_magnitudes(u, layer, None)
-    scores = layer.scale * heads.q @ np.swapaxes(heads.k, -1, -2)
+    scores = layer.attention_scale * heads.q @ np.swapaxes(heads.k, -1, -2)
     unit = backend("float64").unit_roundoff
     slack = 2 * score_rounding(layer, unit)
     slack = slack * np.max(heads.score_magnitude, -1, keepdims=True)
@@ -309,7 +309,7 @@ def attention_conditioning(
 
     lipschitz, saturation, distance, floor = [], [], [], []
     for beta in b:
-        scaled = dataclasses.replace(layer, scale=float(beta) * layer.scale)
+        scaled = dataclasses.replace(layer, scale=float(beta) * layer.attention_scale)
         lipschitz.append(_jacobian_norm(bk, u, scaled, relative_step * size / max(1.0, beta)))
         with bk.active():
             ws = scaled.on(bk)
@@ -344,7 +344,7 @@ def attention_conditioning(
             "d": layer.d_model,
             "heads": layer.heads,
             "d_k": layer.d_k,
-            "scale": layer.scale,
+            "scale": layer.attention_scale,
             "relative_step": relative_step,
             "fit_from": float(start),
             "confidence": confidence,

@@ -59,7 +59,7 @@ class WeightNorms:
     def __init__(self, layer: LayerWeights, slack: float) -> None:
         self.layer, self.slack = layer, slack
         self.heads = layer.heads
-        self.scale = layer.scale
+        self.scale = layer.attention_scale
 
         def spectral(w: np.ndarray) -> float:
             return float(np.linalg.norm(w, 2)) + slack

@@ -59,8 +59,8 @@ def head_magnitudes(
     q, k, v = (head_map(u, w, b) for w, b in maps)
     magnitude = np.abs(u)
     mq, mk, mv = (head_map(magnitude, np.abs(w), np.abs(b)) for w, b in maps)
-    scores = layer.scale * q @ np.swapaxes(k, -1, -2)
-    score_magnitude = layer.scale * mq @ np.swapaxes(mk, -1, -2)
+    scores = layer.attention_scale * q @ np.swapaxes(k, -1, -2)
+    score_magnitude = layer.attention_scale * mq @ np.swapaxes(mk, -1, -2)
     if bias is not None:
         scores = scores + bias
         score_magnitude = score_magnitude + np.where(np.isfinite(bias), np.abs(bias), 0.0)
@@ -117,7 +117,8 @@ def attention_lipschitz_bound(u: np.ndarray, layer: LayerWeights, bias: np.ndarr
         mean_value = p @ v
         spread = np.sum(p * row_norms(v[..., None, :, :] - mean_value[..., :, None, :]), -1)
         q_norm, k_norm = row_norms(heads.q[..., h, :, :]), row_norms(heads.k[..., h, :, :])
-        score_change = layer.scale * (nq * np.max(k_norm, -1, keepdims=True) + q_norm * nk)
+        largest_key = np.max(k_norm, -1, keepdims=True)
+        score_change = layer.attention_scale * (nq * largest_key + q_norm * nk)
         total += no * (nv + float(np.max(spread * score_change)))
     return total
 

@@ -64,7 +64,7 @@ def varied_problem(problem: Problem, scale: float, temperature: float) -> Proble
     scale = positive_number("scale", scale)
     temperature = positive_number("temperature", temperature)
     layers = [
-        dataclasses.replace(layer.scaled(scale), scale=layer.scale / temperature)
+        dataclasses.replace(layer.scaled(scale), scale=layer.attention_scale / temperature)
         for layer in problem.controls.layers
     ]
     return dataclasses.replace(problem, controls=PiecewiseControls(layers))

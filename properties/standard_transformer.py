@@ -37,8 +37,9 @@ def _multi_head(bk: Backend, x: Array, w: dict, heads: int, mask: Array) -> Arra
 
 
 def _weights(bk: Backend, layer: LayerWeights) -> dict:
-    names = ("wq", "bq", "wk", "bk", "wv", "bv", "bo", "w1", "b1", "w2", "b2", "eps", "scale")
+    names = ("wq", "bq", "wk", "bk", "wv", "bv", "bo", "w1", "b1", "w2", "b2", "eps")
     w = {name: bk.asarray(getattr(layer, name)) for name in names}
+    w["scale"] = layer.scale_in(bk)
     w["wo"] = bk.asarray(np.concatenate(list(layer.wo), axis=0))
     w["norm1"] = tuple(bk.asarray(x) for x in layer.norm1)
     w["norm2"] = tuple(bk.asarray(x) for x in layer.norm2)

@@ -122,7 +122,7 @@ def _layer_weights(index: int, layer: Any) -> LayerWeights:
         norm1=_norm_pair(layer.norm1, d),
         norm2=_norm_pair(layer.norm2, d),
         eps=layer.norm1.eps,
-        scale=1.0 / np.sqrt(d_k),
+        scale=None,  # torch's scale is the canonical 1/sqrt(d_k)
         activation=activation,
     )
 
@@ -164,12 +164,12 @@ def to_torch(layers: Sequence[LayerWeights], norm: str = "post", dtype: str = "f
             heads,
             d // heads,
             d // heads,
-        ) or not np.isclose(w.scale, 1 / np.sqrt(d // heads), rtol=1e-15):
+        ) or not np.isclose(w.attention_scale, 1 / np.sqrt(d // heads), rtol=1e-15):
             raise InvalidInputError(
                 f"layer {n} does not fit torch's layout (d={d}, heads={heads}, "
                 f"d_k = d_v = d/heads, "
                 f"scale 1/sqrt(d_k)); got d={w.d_model}, heads={w.heads}, d_k={w.d_k}, "
-                f"d_v={w.d_v}, scale={w.scale}"
+                f"d_v={w.d_v}, scale={w.attention_scale}"
             )
         layer = torch.nn.TransformerEncoderLayer(
             d,

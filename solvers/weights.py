@@ -9,10 +9,15 @@ Weights act on the right (x @ W). For H heads with key width d_k and value width
     w2:     (m, d)        b2:     (d,)
     norm1, norm2: (gain, bias), each a scalar (sigma2, sigma1 of the projection onto S1)
                   or a per-feature vector of length d (torch-style layer norm)
-    eps >= 0, scale > 0 (default 1 / sqrt(d_k))
+    eps >= 0, scale > 0, or None (the default) for the canonical 1 / sqrt(d_k)
 
 With eps = 0 and scalar gain > 0 a norm is the projection P onto S1 (docs/model.md section 1);
 otherwise it is the torch-style layer norm, which is not a projection.
+
+The canonical scale is the real number 1/sqrt(d_k), not its float64 rounding: each number
+system evaluates it to its own precision when the weights are rounded into it
+(`LayerWeights.scale_in`), so a 50-digit run solves the model with the exact scale. A scale given
+as a number (a model's non-canonical one) is kept as given, like every other weight.
 """
 
 from __future__ import annotations
@@ -142,11 +147,11 @@ class LayerWeights:
             raise InvalidInputError(
                 f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}"
             )
-        scale = 1.0 / math.sqrt(d_k) if self.scale is None else self.scale
-        scale = float(finite_array("scale", scale, ()))
-        if scale <= 0:
-            raise InvalidInputError(f"scale must be > 0, got {scale!r}")
-        object.__setattr__(self, "scale", scale)
+        if self.scale is not None:  # None stays: the canonical 1/sqrt(d_k), exact per backend
+            scale = float(finite_array("scale", self.scale, ()))
+            if scale <= 0:
+                raise InvalidInputError(f"scale must be > 0, got {scale!r}")
+            object.__setattr__(self, "scale", scale)
 
     @property
     def heads(self) -> int:
@@ -167,6 +172,20 @@ class LayerWeights:
     @property
     def d_ff(self) -> int:
         return self.w1.shape[1]
+
+    @property
+    def attention_scale(self) -> float:
+        """The score scale as a float64 number, for arithmetic in float64 (bounds, studies,
+        scale sweeps): the given scale, or 1/sqrt(d_k) rounded to float64 when canonical.
+        Solves use `scale_in(bk)` instead, which is exact to the working precision."""
+        return 1.0 / math.sqrt(self.d_k) if self.scale is None else self.scale
+
+    def scale_in(self, bk: Backend) -> Array:
+        """The score scale as a number of `bk` (active): the canonical one evaluated as
+        accurately as bk can (Backend.reciprocal_sqrt), a given one rounded from its float."""
+        if self.scale is None:
+            return bk.reciprocal_sqrt(self.d_k)
+        return bk.asarray(self.scale, "scale")
 
     def on(self, bk: Backend) -> BackendLayer:
         """These weights rounded into `bk` and packed (computed once per backend)."""
@@ -204,17 +223,17 @@ class LayerWeights:
             norm1=(rounded("norm1 gain", self.norm1[0]), rounded("norm1 bias", self.norm1[1])),
             norm2=(rounded("norm2 gain", self.norm2[0]), rounded("norm2 bias", self.norm2[1])),
             eps=rounded("eps", self.eps),
-            scale=rounded("scale", self.scale),
+            scale=rounded("scale", self.scale_in(bk)),
             activation=self.activation,
         )
 
     def scaled(self, factor: float) -> LayerWeights:
         """These weights with every attention and FFN map and bias multiplied by `factor` > 0.
 
-        The norms, eps and the attention scale are kept. With s = factor the scores grow
-        like s^2, and the terms are s (b_o + b_2) plus s^2 times the value-output and the
-        two-layer FFN products (relu is positively homogeneous): the weight scale of a
-        Transformer, sweeping the field's size.
+        The norms, eps and the attention scale (canonical or given) are kept. With
+        s = factor the scores grow like s^2, and the terms are s (b_o + b_2) plus s^2 times
+        the value-output and the two-layer FFN products (relu is positively homogeneous):
+        the weight scale of a Transformer, sweeping the field's size.
         """
         factor = float(finite_array("factor", factor, ()))
         if factor <= 0:

@@ -56,6 +56,11 @@ class Backend(ABC):
         with self.active():
             return computation(self)
 
+    def reciprocal_sqrt(self, n: int) -> Array:
+        """1 / sqrt(n) for a whole number n, as a number of this system (active): evaluated
+        in its own arithmetic (systems at least as precise as float64)."""
+        return self.asarray(1) / self.sqrt(self.asarray(n))
+
     def max_radius(self, value: Array) -> float:
         """The largest radius of the balls in `value`: 0 for point arithmetic (ArbBackend
         bounds its rounding this way)."""

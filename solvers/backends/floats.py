@@ -15,6 +15,7 @@ The native floats round every operation to their own format (numpy and BLAS).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
@@ -88,6 +89,14 @@ class NativeFloatBackend(Backend):
 
     def log(self, a: Array) -> Array:
         return np.log(a)
+
+    def reciprocal_sqrt(self, n: int) -> Array:
+        """float64's 1 / sqrt(n) rounded once into this format (the value torch uses; for
+        float32 and below nearer the real number than two roundings in the format);
+        longdouble evaluates it in its own arithmetic."""
+        if self.dtype.itemsize > 8:
+            return super().reciprocal_sqrt(n)
+        return self.asarray(1.0 / math.sqrt(n))
 
     def sqrt(self, a: Array) -> Array:
         return np.sqrt(a)

@@ -117,7 +117,7 @@ def score_term_jacobian(layer, u):
     v = u @ layer.wv[0] + layer.bv[0]
     out = (v - v.mean(0)) @ layer.wo[0]  # (N, d): the output direction of key j
     key = q @ layer.wk[0].T  # (N, d): the input direction of query i
-    blocks = layer.scale / tokens * np.einsum("ja,ib->iajb", out, key)
+    blocks = layer.attention_scale / tokens * np.einsum("ja,ib->iajb", out, key)
     return blocks.reshape(tokens * d, tokens * d)
 
 
@@ -146,7 +146,7 @@ def test_generic_rows_saturate_to_hard_attention(rng):
     gaps = []
     for h in range(layer.heads):
         q, k = u @ layer.wq[h] + layer.bq[h], u @ layer.wk[h] + layer.bk[h]
-        top_two = np.sort(layer.scale * q @ k.T, axis=-1)[:, -2:]
+        top_two = np.sort(layer.attention_scale * q @ k.T, axis=-1)[:, -2:]
         gaps.append(np.min(top_two[:, 1] - top_two[:, 0]))
     gap = min(gaps)
     assert result.score_gap == pytest.approx(gap, rel=1e-12)
@@ -159,7 +159,8 @@ def test_generic_rows_saturate_to_hard_attention(rng):
     assert np.all(np.diff(result.saturation) > -1e-12)
     jacobian = 0
     for h in range(layer.heads):
-        scores = layer.scale * (u @ layer.wq[h] + layer.bq[h]) @ (u @ layer.wk[h] + layer.bk[h]).T
+        q, k = u @ layer.wq[h] + layer.bq[h], u @ layer.wk[h] + layer.bk[h]
+        scores = layer.attention_scale * q @ k.T
         hard = np.eye(4)[np.argmax(scores, axis=-1)]
         jacobian = jacobian + np.kron(hard, (layer.wv[h] @ layer.wo[h]).T)
     assert result.hard_lipschitz == pytest.approx(np.linalg.norm(jacobian, 2), rel=1e-12)

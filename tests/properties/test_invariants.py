@@ -225,7 +225,7 @@ def test_attention_heads_are_softmax_of_scaled_scores(rng):
     p, v, o = attention_heads(bk, u, layer.on(bk))
     for h in range(2):
         q, k = u @ layer.wq[h] + layer.bq[h], u @ layer.wk[h] + layer.bk[h]
-        scores = layer.scale * q @ k.T
+        scores = layer.attention_scale * q @ k.T
         expected = np.exp(scores - scores.max(-1, keepdims=True))
         expected /= expected.sum(-1, keepdims=True)
         np.testing.assert_allclose(p[h], expected, rtol=1e-13, atol=1e-15)
@@ -440,9 +440,11 @@ def test_attention_rounding_bound_covers_measured_error(rng):
     """The derived float32 bound against the float32 rounding error, measured in float64 on
     the same (float32) data: a bound on rounding, so every entry must lie under it."""
     layer = LayerWeights.random(8, 2, 16, rng, weight_scale=2.0)
-    names = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2", "scale")
+    names = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
     layer = dataclasses.replace(
-        layer, **{n: np.float32(getattr(layer, n)).astype(float) for n in names}
+        layer,
+        scale=float(np.float32(layer.attention_scale)),
+        **{n: np.float32(getattr(layer, n)).astype(float) for n in names},
     )
     u = np.float32(3 * rng.standard_normal((6, 8))).astype(float)
     b32, b64 = backend("float32"), backend("float64")

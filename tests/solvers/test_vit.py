@@ -149,7 +149,7 @@ def test_off_the_grid_the_2d_attention_integral_is_the_quadrature_of_each_head()
         q = probe @ layer.wq[h] + layer.bq[h]
         k = values @ layer.wk[h] + layer.bk[h]
         v = values @ layer.wv[h] + layer.bv[h]
-        p = weights * np.exp(layer.scale * q @ k.T)
+        p = weights * np.exp(layer.attention_scale * q @ k.T)
         expected += (p / p.sum(axis=1, keepdims=True)) @ v @ layer.wo[h]
     ours = attention_2d_at(layer, _smooth, 5, "gauss-legendre", points)
     assert np.abs(ours - expected).max() < 1e-14
