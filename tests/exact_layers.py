@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from solvers import LayerWeights
+from solvers import LayerWeights, PiecewiseControls, Problem
+from solvers.manufactured import ManufacturedSolution
 
 
 def uniform_attention_layer(d: int, rates: tuple[float, ...], rng) -> LayerWeights:
@@ -19,3 +22,17 @@ def uniform_attention_layer(d: int, rates: tuple[float, ...], rng) -> LayerWeigh
         wo=np.stack([np.eye(d)] * heads), bo=zeros(d),
         w1=rng.standard_normal((d, 5)), b1=zeros(5), w2=zeros((5, d)), b2=zeros(d),
     )  # fmt: skip
+
+
+def manufactured_post_ln(shift: float = 2.5, norm1: tuple[float, float] | None = None):
+    """The manufactured post-LN problem of the order tests: u* on S1 of 5 tokens and 6
+    features, two seeded layers (weight scale 0.7) whose FFN bias is shifted by `shift` so
+    that no pre-activation crosses zero along u* (2.5 suffices: u* W1 + b1 >= -1.96), and
+    optionally a first norm (gain, bias) that differs from the second (the flow on S2)."""
+    rng = np.random.default_rng(1)
+    star = ManufacturedSolution(tokens=5, d=6)
+    layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7) for _ in range(2)]
+    layers = [dataclasses.replace(w, b1=w.b1 + shift) for w in layers]
+    if norm1 is not None:
+        layers = [dataclasses.replace(w, norm1=norm1) for w in layers]
+    return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-import numpy as np
 import pytest
 
 from convergence.order import OrderVerdict
 from convergence.time_step import SPLITTING_METHODS, splitting_table, time_step_study
-from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem
-from solvers.manufactured import ManufacturedSolution
+from solvers import InvalidInputError
 from tests.convergence.round_trip import round_trip
+from tests.exact_layers import manufactured_post_ln
 
 EXPECTED = {"lie": 1, "strang-rk2": 2, "projected-rk4": 4, "ambient-rk4": 1}
 
 
 @pytest.fixture(scope="module")
 def problem():
-    rng = np.random.default_rng(1)
-    star = ManufacturedSolution(5, 6)
-    layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7) for _ in range(2)]
-    layers = [dataclasses.replace(w, b1=w.b1 + 2.5) for w in layers]
-    return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)
+    return manufactured_post_ln()
 
 
 @pytest.mark.parametrize("reference", ["exact", "richardson"])

@@ -19,8 +19,8 @@ from solvers import (
     solve_reference,
 )
 from solvers.errors import IntegrationError
-from solvers.manufactured import ManufacturedSolution
 from solvers.operators import attention, feed_forward
+from tests.exact_layers import manufactured_post_ln
 
 STIFFNESS = 80.0
 SHIFT = 100.0  # keeps U + SHIFT > 0: the ReLU never switches and the FFN is linear
@@ -28,11 +28,7 @@ SHIFT = 100.0  # keeps U + SHIFT > 0: the ReLU never switches and the FFN is lin
 
 @pytest.fixture(scope="module")
 def manufactured():
-    rng = np.random.default_rng(1)
-    star = ManufacturedSolution(tokens=5, d=6)
-    layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7) for _ in range(2)]
-    layers = [dataclasses.replace(w, b1=w.b1 + 2.5) for w in layers]
-    return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)
+    return manufactured_post_ln()
 
 
 @pytest.mark.parametrize("precision", [("float64",), ("mpmath", 30)])

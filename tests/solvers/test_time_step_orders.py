@@ -13,9 +13,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve
-from solvers.manufactured import ManufacturedSolution
+from solvers import backend, solve
 from solvers.reference import Reference
+from tests.exact_layers import manufactured_post_ln
 
 STEPS = (4, 8, 16, 32, 64, 128)
 LONG_STEPS = (*STEPS, 256)  # the first-order splittings approach 1 from above, slowly
@@ -31,12 +31,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def problem():
-    rng = np.random.default_rng(1)
-    star = ManufacturedSolution(tokens=5, d=6)
-    layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7) for _ in range(2)]
-    # along u*, u* W1 + b1 >= -1.96; the shift keeps every pre-activation positive
-    layers = [dataclasses.replace(w, b1=w.b1 + 2.5) for w in layers]
-    return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)
+    return manufactured_post_ln()
 
 
 @pytest.mark.parametrize("method", list(EXPECTED))
@@ -90,16 +85,13 @@ def two_norm_problem():
     """Post-LN layers whose norm1 (gain 1.4, bias 0.3) differs from norm2, the projection
     onto the manufactured solution's S1: the flow on S2 with the FFN seeing the S1 copy of
     the state, scaled by s2 / s1 (docs/limits.md section 3)."""
-    rng = np.random.default_rng(1)
-    star = ManufacturedSolution(tokens=5, d=6)
-    layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7) for _ in range(2)]
-    layers = [dataclasses.replace(w, b1=w.b1 + 4.0, norm1=(1.4, 0.3)) for w in layers]
-    bk = backend("float64")
-    for w in layers:  # the shift keeps the FFN's pre-activations positive along u*
+    problem = manufactured_post_ln(shift=4.0, norm1=(1.4, 0.3))
+    star, bk = problem.manufactured, backend("float64")
+    for w in problem.controls.layers:  # the shift keeps the pre-activations positive along u*
         for t in np.linspace(0, 2, 41):
             copy = 0.3 + 1.4 * star.state(bk, t)
             assert (copy @ w.w1 + w.b1).min() > 0.1
-    return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)
+    return problem
 
 
 @pytest.mark.parametrize("method", list(EXPECTED))
