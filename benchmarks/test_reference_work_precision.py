@@ -1,0 +1,421 @@
+"""Work against precision: the error-controlled reference beside what a user would pick
+instead, mpmath.odefun (Taylor series) at 30 and 50 digits and scipy's DOP853 in float64.
+
+The flow: one post-LN GELU layer, (tokens, d, heads, d_ff) = (3, 4, 2, 8), seeded. Every
+error is the max-abs difference from solve_reference at 20 more digits (tolerance
+10^-(digits + 14)). The issue's targets (issue 15), asserted by `test_report` from the
+numbers just measured: at 30 and 50 digits, solve_reference(tol=10^-(digits - 4)) reaches
+the interval end at least 100x faster than mpmath.odefun asked for the same tolerance at
+the same working precision (mp.dps = digits), and with no more field evaluations than
+the fewest fixed steps of the order-24 extrapolation ("reference", 157 evaluations a
+step) that reach its error. The float64 series (solve_reference against DOP853 over the
+whole layer) are measured and plotted, not asserted. The figure (error against wall
+time, log-log) is written under pytest's temporary directory; its path is printed.
+
+odefun differentiates numerically: it takes Euler steps of 2^-(tol bits) at a precision of
+prec * (degree + 1) bits (about 5000 at 30 digits, 13000 at 50), so its field is evaluated
+at mpmath's current precision, as a field written for mpmath is; one held at the working
+precision would feed it noise and it would shrink its series without end.
+
+Intervals: [0, 1/4] at 30 digits, an eighth of the issue's T = 2 (odefun takes about
+60 s there, as the issue measured). At 50 digits each odefun series costs over two minutes
+(78 field evaluations at about 13000 bits, mpmath's pure-Python erf in GELU dominating)
+and the first covers [0, 0.062]: the interval is [0, 1/32], inside it, so that the module
+runs in about three and a half minutes. The ratio depends on the interval: at 30 digits,
+measured while choosing it, about 17x on [0, 1/16] (one odefun series, at its lower first
+precision), 67x on [0, 1/4] and 100x on [0, 1].
+
+    python -m pytest benchmarks/test_reference_work_precision.py --benchmark-only -s
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+
+import mpmath
+import numpy as np
+import pytest
+from mpmath.libmp import prec_to_dps
+from scipy.integrate import solve_ivp
+
+from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve, solve_reference
+from solvers.flow import LayerFlow
+from solvers.integrators import extrapolation_evaluations
+
+TOKENS, D, HEADS, D_FF, SEED = 3, 4, 2, 8, 0
+DIGITS = (30, 50)
+FLOAT64 = 16
+"""The key of float64 in INTERVAL and truth(): its digits, near enough."""
+INTERVAL = {30: 1 / 4, 50: 1 / 32, FLOAT64: 1.0}
+"""The interval [0, T] by working digits (float64: the whole layer)."""
+TRUTH_DIGITS = 20
+"""The truth's digits above the working precision."""
+TARGET_SPEEDUP = 100
+FIXED_EVALUATIONS = extrapolation_evaluations(12)
+"""Field evaluations of one fixed step of the order-24 "reference" (12 columns): 157."""
+STEP_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+"""Fixed step counts over the interval, searched in order for the first to reach the error."""
+REFERENCE_TOLS = (8, 4, None)
+"""solve_reference's tolerances at `digits`: 10^-(digits - k), and None (the default); k = 4
+is the run the targets are about."""
+FLOAT64_REFERENCE_TOLS = (1e-6, 1e-8, 1e-10, 1e-12, None)
+DOP853_TOLS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12, 1e-13)
+FLOAT64_ROUNDS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One point of the work-precision figure."""
+
+    solver: str
+    precision: str
+    interval: float
+    tol: float | None
+    seconds: float
+    error: float
+    evaluations: int
+    estimate: float | None = None
+    """solve_reference's own estimate of its error."""
+
+
+runs: list[Run] = []
+targets: dict[tuple[str, int], Run] = {}  # ("reference" | "odefun" | "fixed", digits)
+
+
+@functools.cache
+def problem(t_final: float) -> Problem:
+    rng = np.random.default_rng(SEED)
+    layer = dataclasses.replace(LayerWeights.random(D, HEADS, D_FF, rng), activation="gelu")
+    u0 = rng.standard_normal((TOKENS, D))
+    return Problem(u0, PiecewiseControls([layer]), t_final, norm="post")
+
+
+@functools.cache
+def truth(digits: int) -> tuple[np.ndarray, float]:
+    """u(T) at digits + TRUTH_DIGITS and its own error estimate (untimed)."""
+    truth_digits = digits + TRUTH_DIGITS
+    result = solve_reference(
+        problem(INTERVAL[digits]),
+        tol=10.0 ** -(truth_digits - 6),
+        backend=backend("mpmath", truth_digits),
+    )
+    return result.states[-1], result.error[-1]
+
+
+def max_error(state: object, digits: int) -> float:
+    """Max-abs difference from the truth, subtracted exactly."""
+    exact, _ = truth(digits)
+    with mpmath.workdps(digits + TRUTH_DIGITS + 40):
+        pairs = zip(np.ravel(state), np.ravel(exact), strict=True)
+        return float(max(abs(mpmath.mpf(x) - mpmath.mpf(y)) for x, y in pairs))
+
+
+def timed(benchmark, run, rounds: int = 1):
+    """run() under pytest-benchmark (median of `rounds`, after a warm-up round when there are
+    several): its result and the seconds."""
+    result = benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=int(rounds > 1))
+    return result, benchmark.stats.stats.median
+
+
+def tolerance(digits: int, k: int | None) -> float | None:
+    return None if k is None else 10.0 ** -(digits - k)
+
+
+@pytest.mark.parametrize("k", REFERENCE_TOLS, ids=lambda k: "default" if k is None else f"d-{k}")
+@pytest.mark.parametrize("digits", DIGITS)
+def test_reference_mpmath(benchmark, digits, k):
+    benchmark.group = f"work-precision, mpmath {digits} digits, T = {INTERVAL[digits]}"
+    truth(digits)  # outside the timing
+    bk, tol = backend("mpmath", digits), tolerance(digits, k)
+    result, seconds = timed(
+        benchmark, lambda: solve_reference(problem(INTERVAL[digits]), tol=tol, backend=bk)
+    )
+    run = Run(
+        "solve_reference",
+        f"mpmath {digits}",
+        INTERVAL[digits],
+        result.tolerance,
+        seconds,
+        max_error(result.states[-1], digits),
+        result.evaluations,
+        result.error[-1],
+    )
+    runs.append(run)
+    if k in (4, None):
+        targets["reference" if k == 4 else "reference, default tol", digits] = run
+    assert run.error <= 10 * max(result.error[-1], result.tolerance)
+
+
+def odefun_final_state(flow_problem: Problem, digits: int, tol: float) -> tuple[np.ndarray, int]:
+    """u(T) by mpmath.odefun (default degree) at mp.dps = digits, and its field evaluations.
+
+    The field is evaluated at the precision odefun sets (see the module docstring): one
+    mpmath backend and LayerFlow per precision, built on first use (inside the timing).
+    """
+    shape = flow_problem.u0.shape
+    flows: dict[int, tuple] = {}
+    calls = 0
+
+    def field(x, y):
+        nonlocal calls
+        calls += 1
+        prec = mpmath.mp.prec
+        if prec not in flows:
+            bk = backend("mpmath", prec_to_dps(prec) + 1)  # at least prec bits
+            with bk.active():
+                flows[prec] = bk, LayerFlow.from_problem(flow_problem, bk)
+        bk, flow = flows[prec]
+        with bk.active():
+            u, t = bk.asarray(np.array(y, dtype=object).reshape(shape)), bk.asarray(x)
+            du = flow.tangent(0, t, u, flow.total(0, t, u))
+        return [mpmath.mp.mpf(v) for v in du.ravel()]
+
+    with mpmath.workdps(digits):
+        bk = backend("mpmath", digits)
+        with bk.active():
+            flow = LayerFlow.from_problem(flow_problem, bk)
+            u0 = flow.project(0, bk.asarray(0), bk.asarray(flow_problem.u0))
+        solution = mpmath.odefun(field, 0, [mpmath.mp.mpf(v) for v in u0.ravel()], tol=tol)
+        end = solution(mpmath.mpf(flow_problem.t_final))
+    return np.array(end, dtype=object).reshape(shape), calls
+
+
+@pytest.mark.parametrize("digits", DIGITS)
+def test_odefun(benchmark, digits):
+    benchmark.group = f"work-precision, mpmath {digits} digits, T = {INTERVAL[digits]}"
+    truth(digits)
+    tol = tolerance(digits, 4)
+    (state, calls), seconds = timed(
+        benchmark, lambda: odefun_final_state(problem(INTERVAL[digits]), digits, tol)
+    )
+    run = Run(
+        "mpmath.odefun",
+        f"mpmath {digits}",
+        INTERVAL[digits],
+        tol,
+        seconds,
+        max_error(state, digits),
+        calls,
+    )
+    runs.append(run)
+    targets["odefun", digits] = run
+    assert run.error <= 10 * tol
+
+
+@pytest.mark.parametrize("digits", DIGITS)
+def test_fixed_step(benchmark, digits):
+    """The fewest fixed steps reaching the controlled reference's error; the search is timed
+    with perf_counter (for the figure), the count found again under the benchmark."""
+    benchmark.group = f"work-precision, mpmath {digits} digits, T = {INTERVAL[digits]}"
+    if ("reference", digits) not in targets:
+        pytest.fail("run the whole module: the search needs solve_reference's error first")
+    goal = targets["reference", digits].error
+    bk, flow_problem = backend("mpmath", digits), problem(INTERVAL[digits])
+
+    def steps_per_unit(steps: int) -> int:
+        per_unit = round(steps / flow_problem.t_final)
+        assert per_unit * flow_problem.t_final == steps  # the steps land on T
+        return per_unit
+
+    best = None
+    for steps in STEP_COUNTS:
+        start = time.perf_counter()
+        state = solve(flow_problem, "reference", steps_per_unit(steps), bk)
+        seconds = time.perf_counter() - start
+        error = max_error(state, digits)
+        runs.append(
+            Run(
+                "fixed-step reference",
+                f"mpmath {digits}",
+                INTERVAL[digits],
+                None,
+                seconds,
+                error,
+                steps * FIXED_EVALUATIONS,
+            )
+        )
+        if error <= goal:
+            best = steps
+            break
+    if best is None:
+        pytest.fail(f"no fixed step count in {STEP_COUNTS} reaches {goal:.3g}")
+    state, seconds = timed(
+        benchmark, lambda: solve(flow_problem, "reference", steps_per_unit(best), bk)
+    )
+    targets["fixed", digits] = Run(
+        f"fixed-step reference, {best} steps",
+        f"mpmath {digits}",
+        INTERVAL[digits],
+        None,
+        seconds,
+        max_error(state, digits),
+        best * FIXED_EVALUATIONS,
+    )
+
+
+def dop853_final_state(flow_problem: Problem, tol: float) -> tuple[np.ndarray, int]:
+    """u(T) by scipy's DOP853 (rtol = atol = tol) on the flow's float64 tangent field."""
+    bk = backend("float64")
+    with bk.active():
+        flow = LayerFlow.from_problem(flow_problem, bk)
+        u0 = flow.project(0, bk.asarray(0.0), bk.asarray(flow_problem.u0))
+
+        def field(t: float, y: np.ndarray) -> np.ndarray:
+            u, s = y.reshape(u0.shape), bk.asarray(t)
+            return flow.tangent(0, s, u, flow.total(0, s, u)).ravel()
+
+        span = (0.0, flow_problem.t_final)
+        solution = solve_ivp(field, span, u0.ravel(), method="DOP853", rtol=tol, atol=tol)
+    assert solution.success, solution.message
+    return solution.y[:, -1].reshape(u0.shape), solution.nfev
+
+
+@pytest.mark.parametrize("tol", FLOAT64_REFERENCE_TOLS, ids=str)
+def test_reference_float64(benchmark, tol):
+    benchmark.group = f"work-precision, float64, T = {INTERVAL[FLOAT64]}"
+    truth(FLOAT64)
+    result, seconds = timed(
+        benchmark,
+        lambda: solve_reference(problem(INTERVAL[FLOAT64]), tol=tol, backend="float64"),
+        FLOAT64_ROUNDS,
+    )
+    error = max_error(result.states[-1], FLOAT64)
+    runs.append(
+        Run(
+            "solve_reference",
+            "float64",
+            INTERVAL[FLOAT64],
+            result.tolerance,
+            seconds,
+            error,
+            result.evaluations,
+            result.error[-1],
+        )
+    )
+    assert error <= 10 * max(result.error[-1], result.tolerance)
+
+
+@pytest.mark.parametrize("tol", DOP853_TOLS, ids=str)
+def test_dop853_float64(benchmark, tol):
+    benchmark.group = f"work-precision, float64, T = {INTERVAL[FLOAT64]}"
+    truth(FLOAT64)
+    (state, calls), seconds = timed(
+        benchmark, lambda: dop853_final_state(problem(INTERVAL[FLOAT64]), tol), FLOAT64_ROUNDS
+    )
+    runs.append(
+        Run(
+            "scipy DOP853",
+            "float64",
+            INTERVAL[FLOAT64],
+            tol,
+            seconds,
+            max_error(state, FLOAT64),
+            calls,
+        )
+    )
+    assert np.isfinite(state).all()
+
+
+def save_figure(path) -> None:
+    """Error against wall time, log-log, one series per solver and precision."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(7.5, 5.5))
+    series: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        series.setdefault((run.solver, run.precision), []).append(run)
+    for (solver, precision), points in series.items():
+        points = sorted(points, key=lambda run: -run.error)
+        axes.loglog(
+            [run.seconds for run in points],
+            [max(run.error, 1e-300) for run in points],
+            marker="o" if solver == "mpmath.odefun" else ".",
+            markersize=8 if solver == "mpmath.odefun" else 6,
+            label=f"{solver}, {precision}, T = {points[0].interval:g}",
+        )
+    axes.set_xlabel("wall time (s)")
+    axes.set_ylabel("max-abs error at T")
+    axes.set_title(f"post-LN GELU layer ({TOKENS} tokens, d = {D}, d_ff = {D_FF}), seed {SEED}")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)
+
+
+@pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+def test_report(benchmark, tmp_path_factory):
+    """The table, the figure, the ratios, and the targets asserted on them (the fixture keeps
+    this test running under --benchmark-only)."""
+    needed = {(name, digits) for name in ("reference", "odefun", "fixed") for digits in DIGITS}
+    if not needed <= set(targets):
+        pytest.fail(f"run the whole module with --benchmark-only; missing {needed - set(targets)}")
+    print(
+        f"\n{'solver':<24}{'precision':<12}{'T':>8}{'tol':>10}{'time s':>10}"
+        f"{'error':>11}{'estimate':>11}{'evaluations':>13}"
+    )
+    for run in runs:
+        tol = "-" if run.tol is None else f"{run.tol:.0e}"
+        estimate = "-" if run.estimate is None else f"{run.estimate:.2e}"
+        print(
+            f"{run.solver:<24}{run.precision:<12}{run.interval:>8.5g}{tol:>10}"
+            f"{run.seconds:>10.4g}{run.error:>11.2e}{estimate:>11}{run.evaluations:>13}"
+        )
+    for digits in (*DIGITS, FLOAT64):
+        _, estimate = truth(digits)
+        print(
+            f"truth for {digits} digits: {digits + TRUTH_DIGITS} digits, own estimate "
+            f"{estimate:.2e}"
+        )
+    path = tmp_path_factory.mktemp("work_precision") / "work_precision.png"
+    save_figure(path)
+    print(f"work-precision figure: {path}")
+
+    failures = []
+    for digits in DIGITS:
+        reference, odefun, fixed = (
+            targets[name, digits] for name in ("reference", "odefun", "fixed")
+        )
+        speedup = odefun.seconds / reference.seconds
+        print(
+            f"{digits} digits, T = {INTERVAL[digits]}: odefun {odefun.seconds:.3g} s "
+            f"(error {odefun.error:.2e}, {odefun.evaluations} evaluations at its raised "
+            f"precision), solve_reference {reference.seconds:.3g} s (error {reference.error:.2e}, "
+            f"{reference.evaluations} evaluations): {speedup:.1f}x faster (target "
+            f">= {TARGET_SPEEDUP}x); best fixed count {fixed.solver} {fixed.seconds:.3g} s "
+            f"(error {fixed.error:.2e}, {fixed.evaluations} evaluations)"
+        )
+        if speedup < TARGET_SPEEDUP:
+            failures.append(f"{digits} digits: {speedup:.1f}x faster than odefun, not 100x")
+        if reference.evaluations > fixed.evaluations:
+            failures.append(
+                f"{digits} digits: {reference.evaluations} field evaluations, more than the "
+                f"{fixed.evaluations} of {fixed.solver}"
+            )
+        default = targets.get(("reference, default tol", digits))
+        if default is not None:
+            print(
+                f"  solve_reference at its default tolerance ({default.tol:.1e}): "
+                f"{default.seconds:.3g} s, error {default.error:.2e}, "
+                f"{odefun.seconds / default.seconds:.1f}x faster than odefun"
+            )
+    float64 = [run for run in runs if run.precision == "float64"]
+    for run in (run for run in float64 if run.solver == "solve_reference"):
+        rivals = [r for r in float64 if r.solver == "scipy DOP853" and r.error <= run.error]
+        rival = min(rivals, key=lambda r: r.seconds, default=None)
+        versus = (
+            "no DOP853 run reaches it"
+            if rival is None
+            else f"DOP853's fastest run as accurate ({rival.tol:.0e}) took {rival.seconds:.3g} s "
+            f"({rival.seconds / run.seconds:.2f}x)"
+        )
+        print(
+            f"float64 solve_reference tol {run.tol:.1e}: error {run.error:.2e} in "
+            f"{run.seconds:.3g} s; {versus}"
+        )
+    assert not failures, "; ".join(failures)
