@@ -27,7 +27,7 @@ from threadpoolctl import threadpool_limits
 from reports.experiments import EXPERIMENTS
 from reports.store import ResultStore
 from reports.study import Case, Study
-from solvers.errors import InvalidInputError
+from solvers.errors import InvalidInputError, TideError
 from solvers.provenance import versions
 
 
@@ -167,12 +167,20 @@ def _store_as_finished(
 
 
 def _same_case(record: dict[str, Any], case: Case) -> bool:
-    """Whether a stored record finished this very case (same parameters and seed, no error);
-    a record of an edited study or a failed case is run again."""
+    """Whether a stored record finished this very case (same parameters and seed, no error)
+    and reads back into the result type of this version; a record of an edited study, a
+    failed case, or a result stored by a version with another result shape is run again."""
     inputs = json.loads(json.dumps({"params": case.params, "seed": case.seed}))
-    return (
+    same = (
         record["status"] == "ok" and {"params": record["params"], "seed": record["seed"]} == inputs
     )
+    if not same:
+        return False
+    try:
+        EXPERIMENTS[case.kind].read(record)
+    except TideError:
+        return False
+    return True
 
 
 def _say(stream: TextIO | None, message: str) -> None:

@@ -105,3 +105,24 @@ def test_bad_runner_options(serial, tmp_path):
     study, _ = serial
     with pytest.raises(InvalidInputError, match="jobs must be >= 1"):
         run_study(study, ResultStore(tmp_path), jobs=0)
+
+
+def test_resume_reruns_a_result_stored_in_an_older_shape(serial, tmp_path):
+    """A stored case whose result no longer reads as this version's result type (written
+    by a version with another result shape) is run again, not trusted and then unreadable."""
+    study, records = serial
+    store = ResultStore(tmp_path)
+    run_study(study, store, progress=None)
+    stale = next(iter(store.records().values()))
+    path = next(
+        p
+        for p in (tmp_path / "cases").glob("*.json")
+        if json.loads(p.read_text())["id"] == stale["id"]
+    )
+    old = json.loads(path.read_text())
+    old["result"] = {"a field this version never had": 1.0}
+    path.write_text(json.dumps(old))
+    messages = io.StringIO()
+    resumed = run_study(study, store, resume=True, progress=messages)
+    assert f"{len(records) - 1} already stored" in messages.getvalue()
+    assert comparable(resumed) == comparable(records)
