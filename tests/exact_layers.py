@@ -36,3 +36,18 @@ def manufactured_post_ln(shift: float = 2.5, norm1: tuple[float, float] | None =
     if norm1 is not None:
         layers = [dataclasses.replace(w, norm1=norm1) for w in layers]
     return Problem(star.initial(), PiecewiseControls(layers), 2, norm="post", manufactured=star)
+
+
+def uniform_attention_linear_ffn(seed: int = 5, d: int = 4, tokens: int = 3) -> Problem:
+    """Two uniform-attention layers (heads at rates 0.3 and -0.2) with a ReLU FFN held in
+    its linear region by b1 = 50 (|u W1| stays below 10 along the flow): F(u) = u W1 W2 + c
+    with c = b1 W2 + b2 of size 0.1; no norm (docs/model.md section 5)."""
+    rng = np.random.default_rng(seed)
+    layers = []
+    for _ in range(2):
+        w = uniform_attention_layer(d, (0.3, -0.2), rng)
+        w1, w2 = rng.standard_normal((d, 5)), 0.3 * rng.standard_normal((5, d))
+        b1 = np.full(5, 50.0)
+        b2 = -b1 @ w2 + 0.1 * rng.standard_normal(d)
+        layers.append(dataclasses.replace(w, w1=w1, b1=b1, w2=w2, b2=b2))
+    return Problem(rng.standard_normal((tokens, d)), PiecewiseControls(layers), 2, norm="none")
