@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from solvers import LayerWeights, PiecewiseControls, Problem, backend
+from solvers.extrapolation import Extrapolation
 from solvers.flow import LayerFlow
-from solvers.reference import Reference
 
 medians: dict[str, float] = {}
 
@@ -32,7 +32,7 @@ def problem():
 def test_reference_step(benchmark, problem, name):
     benchmark.group = "reference step, 16x16x32, 50 digits"
     bk = backend(name, 50)
-    method = Reference()
+    method = Extrapolation()
     with bk.active():
         flow = LayerFlow.from_problem(problem, bk)
         u = flow.project(0, bk.asarray(0), bk.asarray(problem.u0))

@@ -7,8 +7,8 @@ error is the max-abs difference from solve_reference at 20 more digits (toleranc
 numbers just measured: at 30 and 50 digits, solve_reference(tol=10^-(digits - 4)) reaches
 the interval end at least 100x faster than mpmath.odefun asked for the same tolerance at
 the same working precision (mp.dps = digits), and with no more field evaluations than
-the fewest fixed steps of the order-24 extrapolation ("reference", 157 evaluations a
-step) that reach its error. The float64 series (solve_reference against DOP853 over the
+the fewest fixed steps of the order-24 extrapolation ("extrapolation", 157 evaluations
+a step) that reach its error. The float64 series (solve_reference against DOP853 over the
 whole layer) are measured and plotted, not asserted. The figure (error against wall
 time, log-log) is written under pytest's temporary directory; its path is printed.
 
@@ -54,7 +54,7 @@ TRUTH_DIGITS = 20
 """The truth's digits above the working precision."""
 TARGET_SPEEDUP = 100
 FIXED_EVALUATIONS = extrapolation_evaluations(12)
-"""Field evaluations of one fixed step of the order-24 "reference" (12 columns): 157."""
+"""Field evaluations of one fixed step of the order-24 "extrapolation" (12 columns): 157."""
 STEP_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 """Fixed step counts over the interval, searched in order for the first to reach the error."""
 REFERENCE_TOLS = (8, 4, None)
@@ -222,12 +222,12 @@ def test_fixed_step(benchmark, digits):
     best = None
     for steps in STEP_COUNTS:
         start = time.perf_counter()
-        state = solve(flow_problem, "reference", steps_per_unit(steps), bk)
+        state = solve(flow_problem, "extrapolation", steps_per_unit(steps), bk)
         seconds = time.perf_counter() - start
         error = max_error(state, digits)
         runs.append(
             Run(
-                "fixed-step reference",
+                "fixed-step extrapolation",
                 f"mpmath {digits}",
                 INTERVAL[digits],
                 None,
@@ -242,10 +242,10 @@ def test_fixed_step(benchmark, digits):
     if best is None:
         pytest.fail(f"no fixed step count in {STEP_COUNTS} reaches {goal:.3g}")
     state, seconds = timed(
-        benchmark, lambda: solve(flow_problem, "reference", steps_per_unit(best), bk)
+        benchmark, lambda: solve(flow_problem, "extrapolation", steps_per_unit(best), bk)
     )
     targets["fixed", digits] = Run(
-        f"fixed-step reference, {best} steps",
+        f"fixed-step extrapolation, {best} steps",
         f"mpmath {digits}",
         INTERVAL[digits],
         None,

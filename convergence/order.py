@@ -65,6 +65,7 @@ def estimate_order(
     tolerance: float = 0.1,
     floor: float = 0.0,
     floor_factor: float = 10.0,
+    floor_name: str = "precision floor",
     confidence: float = 0.95,
 ) -> OrderEstimate:
     """Order of convergence of `errors` against step sizes `hs` (see the module docstring)."""
@@ -102,7 +103,7 @@ def estimate_order(
     keep = list(range(first_floor))
     for i in range(first_floor, len(h)):
         dropped[levels[i]] = (
-            f"at or past the precision floor: within a factor {floor_factor:g} of {floor:.3g}"
+            f"at or past the {floor_name}: within a factor {floor_factor:g} of {floor:.3g}"
         )
     keep = _drop_rounding_tail(h, e, keep, levels, dropped)
     if len(keep) >= 2:
@@ -118,7 +119,7 @@ def estimate_order(
             )
     if len(keep) < 3:
         if dropped:
-            return result(OrderVerdict.FLOOR, "fewer than 3 levels above the precision floor")
+            return result(OrderVerdict.FLOOR, f"fewer than 3 levels above the {floor_name}")
         return result(OrderVerdict.NO_LIMIT, "fewer than 3 levels with a non-zero error")
 
     window = keep

@@ -49,8 +49,8 @@ def precision_ladder(
     """Solve with `method` at each step count in each precision; locate every floor.
 
     The reference is the problem's exact solution (manufactured or uniform attention)
-    when it has one, else the extrapolation reference at `reference_precision` (mpmath
-    at 60 digits by default).
+    when it has one, else the error-controlled reference (steps at most 1 /
+    reference_steps) at `reference_precision` (mpmath at 60 digits by default).
     """
     started = time.perf_counter()
     steps = sorted(int(m) for m in steps_per_unit)
@@ -65,7 +65,7 @@ def precision_ladder(
                 source = "uniform-attention solution"
             except ValueError:
                 exact = solve(problem, "reference", reference_steps, high)
-                source = f"reference method, {reference_steps} steps per unit"
+                source = f"error-controlled reference, steps at most 1/{reference_steps}"
         scale = float(np.abs(high.to_float64(exact)).max())
     errors, floors, estimates = {}, {}, {}
     for precision in precisions:

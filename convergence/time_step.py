@@ -2,10 +2,13 @@
 
 `time_step_study` measures each method's max-abs, relative Frobenius and per-token errors
 at every layer boundary against the exact solution (manufactured or uniform attention),
-the extrapolation reference, or the next finer level of the same method ("richardson"),
-and fits each method's order with the precision floor at 100 unit roundoffs times the
-solution's size; a scheme whose limit is another problem's flow is measured against that
-problem (`limit`). `splitting_table` runs every splitting (docs/orders.md section 1).
+the error-controlled reference (solve_reference), or the next finer level of the same
+method ("richardson"), and fits each method's order. Levels within a factor 10 of a
+floor are not fitted: the precision floor (100 unit roundoffs times the solution's size)
+or, against "reference", the reference's own estimated error at t = T, which the study
+records ("reference floor", docs/orders.md section 4). A scheme whose limit is another
+problem's flow is measured against that problem (`limit`). `splitting_table` runs every
+splitting (docs/orders.md section 1).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from convergence.order import OrderEstimate, estimate_order
-from solvers import Problem, backend, solve_layers
+from solvers import Problem, backend, solve_layers, solve_reference
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
 from solvers.exact import uniform_attention_solution
@@ -40,6 +43,9 @@ class MethodConvergence:
     per_token_max: list[list[float]]
     max_abs_per_layer: list[list[float]]
     estimate: OrderEstimate
+    reference_error: list[float] | None
+    """The reference's own estimated max-abs error at each layer boundary (None for the
+    exact solution and "richardson")."""
 
 
 @dataclass(frozen=True)
@@ -52,21 +58,28 @@ class TimeStepStudy(Provenance):
     configuration: dict[str, object]
 
 
-def _reference_layers(problem: Problem, reference: str, bk: Backend, steps: int) -> np.ndarray:
+def _reference_layers(
+    problem: Problem, reference: str, bk: Backend, steps: int
+) -> tuple[np.ndarray, list[float] | None]:
     """The reference states in bk at the layer boundaries (only the final one for the
-    uniform-attention solution)."""
-    if reference == "exact":
-        if problem.manufactured is not None:
-            with bk.active():
-                times = range(int(np.ceil(problem.t_final)) + 1)
-                return np.stack(
-                    [
-                        problem.manufactured.state(bk, bk.asarray(min(t, problem.t_final)))
-                        for t in times
-                    ]
-                )
-        return uniform_attention_solution(problem, bk)[None]
-    return solve_layers(problem, "reference", steps, bk)
+    uniform-attention solution), and the reference's own error estimate at each (None for
+    an exact solution). The error-controlled reference takes steps of at most 1 / steps."""
+    if reference == "reference":
+        solution = solve_reference(problem, backend=bk, steps_per_unit=steps)
+        return solution.states, solution.error
+    with bk.active():
+        return _exact_layers(problem, bk), None
+
+
+def _exact_layers(problem: Problem, bk: Backend) -> np.ndarray:
+    """The exact solution at the layer boundaries (manufactured), or at t = T (uniform
+    attention)."""
+    if problem.manufactured is not None:
+        times = range(int(np.ceil(problem.t_final)) + 1)
+        return np.stack(
+            [problem.manufactured.state(bk, bk.asarray(min(t, problem.t_final))) for t in times]
+        )
+    return uniform_attention_solution(problem, bk)[None]
 
 
 def time_step_study(
@@ -99,11 +112,12 @@ def time_step_study(
     started = time.perf_counter()
     bk = backend(precision)
     steps = sorted(int(m) for m in steps_per_unit)
-    exact = (
-        None
+    exact, reference_error = (
+        (None, None)
         if reference == "richardson"
         else _reference_layers(problem if limit is None else limit, reference, bk, reference_steps)
     )
+    precision_floor = FLOOR_ROUNDOFFS * bk.unit_roundoff
     results = []
     for name in methods:
         runs = [solve_layers(problem, name, m, bk) for m in steps]
@@ -119,11 +133,15 @@ def time_step_study(
             truth = bk.to_float64(truths[-1])
         final = [err[-1] for err in layer_errors]
         size = float(np.abs(truth[-1]).max())
+        floor, floor_name = precision_floor * size, "precision floor"
+        if reference_error is not None and reference_error[-1] > floor:
+            floor, floor_name = reference_error[-1], "reference floor"
         estimate = estimate_order(
             [1 / m for m in used],
             [float(f.max()) for f in final],
             expected=(expected or {}).get(name),
-            floor=FLOOR_ROUNDOFFS * bk.unit_roundoff * size,
+            floor=floor,
+            floor_name=floor_name,
         )
         results.append(
             MethodConvergence(
@@ -138,6 +156,7 @@ def time_step_study(
                     err.reshape(len(err), -1).max(axis=1).tolist() for err in layer_errors
                 ],
                 estimate=estimate,
+                reference_error=reference_error,
             )
         )
     return TimeStepStudy(

@@ -2,9 +2,9 @@
 
 `transformer_limit_distance` scales every attention and FFN map and bias by s and
 measures, for each s, the distance between the dt = 1 network's outputs (every layer's)
-and its time-step limit (`lie_limit`), solved by the extrapolation reference at two
-resolutions so that the limit's own error is reported beside the distance; the growth is
-fitted as C s^q (docs/limits.md section 6 derives q).
+and its time-step limit (`lie_limit`), solved by the error-controlled reference, whose
+own estimated error is reported beside the distance; the growth is fitted as C s^q
+(docs/limits.md section 6 derives q).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from convergence.layer_norm_eps import lie_limit
 from convergence.order import OrderEstimate, estimate_order
-from solvers import PiecewiseControls, Problem, backend, solve_layers
+from solvers import PiecewiseControls, Problem, backend, solve_layers, solve_reference
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
 from solvers.provenance import Provenance
@@ -56,8 +56,8 @@ def transformer_limit_distance(
     (B, N, d). `norm` is the layers' placement ("post", "pre", "none"), with no default:
     the same weights read as post-LN or pre-LN are different networks (for a torch
     encoder, `solvers.torch_io.torch_norm_placement`). `expected` is the growth order q
-    to test (see the module docstring). The limit is solved at
-    ceil(reference_steps max(1, s^2)) and twice that many steps per unit.
+    to test (see the module docstring). The limit is solved by solve_reference in steps of
+    at most 1 / ceil(reference_steps max(1, s^2)) (its error does not depend on them).
     """
     scales = [float(s) for s in scales]
     if len(scales) < 3 or not all(math.isfinite(s) and s > 0 for s in scales):
@@ -74,16 +74,17 @@ def transformer_limit_distance(
         limit = lie_limit(problem)
         steps = max(1, math.ceil(reference_steps * max(1.0, s * s)))
         transformer = solve_layers(problem, "lie", 1, bk)
-        coarse, fine = (solve_layers(limit, "reference", m, bk) for m in (steps, 2 * steps))
+        solution = solve_reference(limit, backend=bk, steps_per_unit=steps)
+        fine = solution.states
         with bk.active():
             gap = np.abs(bk.to_float64(transformer - fine))
-            own = np.abs(bk.to_float64(fine - coarse)).max()
             limit_size = np.linalg.norm(bk.to_float64(fine[-1]))
+        own = max(solution.error)
         per_layer.append(gap.reshape(len(gap), -1).max(axis=1).tolist())
         distance.append(per_layer[-1][-1])
         frobenius.append(float(np.linalg.norm(gap[-1]) / limit_size))
         reference_error.append(float(own))
-        steps_used.append(2 * steps)
+        steps_used.append(steps)
     return TransformerLimitDistance(
         scales=scales,
         distance=distance,

@@ -206,7 +206,7 @@ def ftle_convergence(
     method: str | SteppingMethod = "lie",
     steps_per_unit: Sequence[int] = (1, 2, 4, 8, 16),
     *,
-    reference: str | SteppingMethod = "reference",
+    reference: str | SteppingMethod = "extrapolation",
     reference_steps_per_unit: int = 4,
     precision: str | Backend | None = None,
     relative_step: float | None = None,

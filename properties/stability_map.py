@@ -29,7 +29,7 @@ from properties.stability_point import (
 )
 from solvers import PiecewiseControls, Problem, backend
 from solvers.backends import Backend
-from solvers.errors import InvalidInputError
+from solvers.errors import IntegrationError, InvalidInputError
 from solvers.methods import checked_method, resolve_method
 from solvers.provenance import Provenance
 from solvers.schemes import SteppingMethod
@@ -101,12 +101,19 @@ def _converged_flow_growth(
 ) -> tuple[float, int]:
     """G(T) of `method`, doubling its steps per unit from `steps` until two successive
     resolutions agree to REFERENCE_AGREEMENT (relative); (nan, steps) if none do by
-    `largest`. An extrapolation step longer than the field's stiffness allows is
-    unstable and returns garbage, which this catches."""
-    previous = final_growth(problem, method, steps, bk, step)[0]
+    `largest`. An extrapolation step longer than the field's stiffness allows is unstable:
+    the extrapolation refuses it (IntegrationError), which counts as no agreement."""
+
+    def growth(m: int) -> float:
+        try:
+            return final_growth(problem, method, m, bk, step)[0]
+        except IntegrationError:
+            return math.nan
+
+    previous = growth(steps)
     while 2 * steps <= largest:
         steps *= 2
-        current = final_growth(problem, method, steps, bk, step)[0]
+        current = growth(steps)
         if math.isfinite(current) and abs(current - previous) <= REFERENCE_AGREEMENT * current:
             return current, steps
         previous = current
@@ -157,7 +164,7 @@ def stability_map(
     temperatures: Sequence[float] = (0.5, 1.0, 2.0),
     factor: float = 2.0,
     max_steps_per_unit: int = 128,
-    reference: str | SteppingMethod = "reference",
+    reference: str | SteppingMethod = "extrapolation",
     reference_steps_per_unit: int = 4,
     max_reference_steps_per_unit: int = 256,
     samples_per_unit: int = 4,

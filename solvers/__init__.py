@@ -5,11 +5,11 @@ from_torch.
 """
 
 from solvers.backends import backend
-from solvers.controlled_reference import ReferenceSolution, solve_reference
 from solvers.controls import PiecewiseControls
 from solvers.driver import solve, solve_layers
 from solvers.errors import InvalidInputError, TideError, UndefinedOperationError
 from solvers.problem import Problem
+from solvers.reference_solution import ReferenceSolution, solve_reference
 from solvers.torch_io import from_torch
 from solvers.weights import LayerWeights
 

@@ -27,3 +27,13 @@ class IntegrationError(TideError):
     """An integrator could not deliver a trustworthy result: its error estimate would not
     come down (a stiff or unstable field), or it ran out of its budget of steps,
     rejections or evaluations. The message names the layer, the time and the step size."""
+
+
+class WideBallsError(NumericalBreakdownError):
+    """Ball arithmetic lost more bits than its guard bits hold: the radii alone exceed
+    what the computation must resolve (`radius` > `target`). ArbBackend.certify answers it
+    by running again with more guard bits."""
+
+    def __init__(self, message: str, radius: float, target: float) -> None:
+        super().__init__(message)
+        self.radius, self.target = radius, target

@@ -8,6 +8,7 @@ where |R| crosses 1 along a ray (docs/stability.md section 3).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -165,6 +166,17 @@ def extrapolation_rows(
             row.append(row[k - 1] + (row[k - 1] - previous_row[k - 1]) / ratio)
         previous_row = row
         yield row[-1], (row[-2] if j > 1 else None)
+
+
+@functools.cache
+def extrapolation_amplification(levels: int) -> float:
+    """The Lebesgue constant of T_{L,L}: sum_i |c_i| over the weights of the first column,
+    c_i = prod_{k != i} n_i^2 / (n_i^2 - n_k^2) with n_i = 2i (the extrapolation to
+    h = 0 in h^2). A perturbation of size e in the T_{i,1} moves T_{L,L} by at most
+    this times e; for this sequence it grows about 2.2-fold per column (docs/schemes.md
+    section 7)."""
+    squares = [Fraction(2 * i) ** 2 for i in range(1, levels + 1)]
+    return float(sum(abs(math.prod(a / (a - b) for b in squares if b != a)) for a in squares))
 
 
 def extrapolation_evaluations(levels: int) -> int:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from solvers.controlled_reference import ControlledReference
 from solvers.errors import InvalidInputError
+from solvers.extrapolation import Extrapolation
 from solvers.problem import Problem
-from solvers.reference import Reference
 from solvers.schemes import LIE, SPLITTINGS, UNSPLIT, SteppingMethod
 from solvers.validation import choice
 from solvers.weights import LayerWeights
@@ -16,8 +17,9 @@ METHODS: dict[str, SteppingMethod] = {
     for method in (
         *SPLITTINGS,
         *UNSPLIT,
-        Reference(),
-        Reference(name="reference-no-events", events=False),
+        ControlledReference(),
+        Extrapolation(),
+        Extrapolation(name="extrapolation-no-events", events=False),
     )
 }
 

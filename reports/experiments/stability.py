@@ -28,10 +28,10 @@ from reports.schema import Field, array_of, integer, number, one_of
 from reports.tables import markdown_table
 from reports.tables import number as cell
 from solvers import PiecewiseControls, Problem
+from solvers.extrapolation import Extrapolation
 from solvers.methods import METHODS
-from solvers.reference import Reference
 
-ANALYTIC_REFERENCE = Reference(name="reference-order-12", levels=6, events=False)
+ANALYTIC_REFERENCE = Extrapolation(name="extrapolation-order-12", levels=6, events=False)
 """Order-12 extrapolation without event location: the damped family's field is analytic."""
 
 FIELDS = {

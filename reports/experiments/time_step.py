@@ -116,16 +116,19 @@ def render(title: str, records: list[Record[MethodRun]]) -> Section:
     rows, series, merit = [], [], {}
     for record in done:
         result = record.result
-        rows.append([result.method, *order_cells(result.estimate), cell(result.max_abs[-1])])
+        own = "-" if result.reference_error is None else cell(result.reference_error[-1])
+        rows.append([result.method, *order_cells(result.estimate), cell(result.max_abs[-1]), own])
         hs = [1 / m for m in result.steps_per_unit]
         series.append((result.method, hs, result.max_abs, result.estimate))
         merit[f"{record.label}.order"] = order_merit(result.estimate)
         merit[f"{record.label}.finest_error"] = {"value": result.max_abs[-1]}
-    headers = ["method", *ORDER_HEADERS, "finest max-abs error"]
+    headers = ["method", *ORDER_HEADERS, "finest max-abs error", "reference's own error"]
     first = done[0].result if done else None
     markdown = (
         f"Errors at t = T against the {first.reference if first else '-'} reference, in "
-        f"{first.precision if first else '-'}; orders from `estimate_order`.\n\n"
+        f"{first.precision if first else '-'}; orders from `estimate_order`. The error-"
+        "controlled reference reports its own estimated error at T; levels within 10x of it "
+        "are at the reference floor and not fitted (docs/orders.md section 4).\n\n"
         + markdown_table(headers, rows)
     )
     figures = named_figure(

@@ -19,7 +19,12 @@ import numpy as np
 from mpmath.libmp import dps_to_prec, repr_dps
 
 from solvers.backends.base import Array, Backend, exact_decimals, matmul_by_matrix
-from solvers.errors import InvalidInputError, NumericalBreakdownError, UndefinedOperationError
+from solvers.errors import (
+    InvalidInputError,
+    NumericalBreakdownError,
+    UndefinedOperationError,
+    WideBallsError,
+)
 
 FIRST_GUARD_BITS = 32
 MARGIN_BITS = 16
@@ -28,6 +33,8 @@ MAX_ATTEMPTS = 5
 
 class ArbBackend(Backend):
     """Object arrays of flint.arb balls."""
+
+    measures_rounding = True
 
     def __init__(self, digits: int, guard_bits: int = 0) -> None:
         self.name = "arb"
@@ -45,6 +52,7 @@ class ArbBackend(Backend):
         self._gelu = np.frompyfunc(lambda x: x * (1 + (x / flint.arb(2).sqrt()).erf()) / 2, 1, 1)
         self._float = np.frompyfunc(lambda x: float(x.mid()), 1, 1)
         self._radius = np.frompyfunc(lambda x: float(x.rad()), 1, 1)
+        self._midpoint = np.frompyfunc(lambda x: flint.arb(x.mid()), 1, 1)
         self._positive = np.frompyfunc(lambda x: x > 0, 1, 1)
         self._finite = np.frompyfunc(lambda x: x.is_finite(), 1, 1)
         digits_out = repr_dps(self.prec)
@@ -54,16 +62,21 @@ class ArbBackend(Backend):
     def key(self) -> tuple:
         return (self.name, self.digits, self.guard_bits)
 
-    def certify(self, computation: Callable[[Backend], Array]) -> Array:
-        """computation(working) with radii at most 10^-digits of the largest magnitude.
+    def certify(
+        self, computation: Callable[[Backend], Array], tolerance: float | None = None
+    ) -> Array:
+        """computation(working) with radii at most `tolerance` times max(1, the largest
+        magnitude), by default 10^-digits of the largest magnitude.
 
         Tries FIRST_GUARD_BITS guard bits, then adds the bits the attempt lost plus
         MARGIN_BITS, at most MAX_ATTEMPTS times; the last result is returned either way
         (its radii still bound its error). An attempt whose balls grew so wide that a
         division became undefined (a variance ball containing 0) is retried with four
-        times the guard bits; on the last attempt that error is raised. (Radii grow by a
-        factor per step, so long time-stepping runs need guard bits in proportion to
-        their number of steps: mpmath is the practical 50-digit path for those.)
+        times the guard bits; on the last attempt that error is raised. A computation
+        that watches its own radii raises WideBallsError as soon as they pass its target
+        (the error-controlled reference does); the next attempt adds the bits it lacked,
+        doubled for the rest of the run. (Radii grow by a factor per step, so long
+        time-stepping runs need guard bits in proportion to their number of steps.)
         """
         guard = FIRST_GUARD_BITS
         for attempt in range(MAX_ATTEMPTS):
@@ -71,6 +84,13 @@ class ArbBackend(Backend):
             try:
                 with working.active():
                     result = computation(working)
+            except WideBallsError as wide:
+                if attempt == MAX_ATTEMPTS - 1:
+                    raise
+                ratio = wide.radius / wide.target
+                lacking = math.ceil(math.log2(ratio)) if math.isfinite(ratio) else guard
+                guard = 2 * (guard + lacking) + MARGIN_BITS
+                continue
             except (UndefinedOperationError, NumericalBreakdownError):
                 # a ball grew wide enough to contain 0 where a division needs it not to
                 if attempt == MAX_ATTEMPTS - 1:
@@ -79,7 +99,10 @@ class ArbBackend(Backend):
                 continue
             magnitude = float(np.max(np.abs(working.to_float64(result)), initial=0.0))
             radius = working.max_radius(result)
-            target = 10.0**-self.digits * (magnitude if magnitude > 0 else 1.0)
+            if tolerance is None:
+                target = 10.0**-self.digits * (magnitude if magnitude > 0 else 1.0)
+            else:
+                target = tolerance * max(1.0, magnitude)
             if radius <= target or not np.isfinite(radius):
                 break
             guard += math.ceil(math.log2(radius / target)) + MARGIN_BITS
@@ -134,6 +157,9 @@ class ArbBackend(Backend):
         """The largest radius of the balls in `value` (rounded up to a float)."""
         radii = np.asarray(self._radius(np.asarray(value, dtype=object)), dtype=np.float64)
         return float(np.max(radii)) if radii.size else 0.0
+
+    def midpoints(self, value: Array) -> Array:
+        return np.asarray(self._midpoint(np.asarray(value, dtype=object)), dtype=object)
 
     def to_strings(self, value: Array) -> np.ndarray:
         return np.asarray(self._string(np.asarray(value, dtype=object)), dtype=str)

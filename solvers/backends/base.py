@@ -36,6 +36,8 @@ class Backend(ABC):
     digits: int | None = None
     unit_roundoff: float
     """u: the bound on the relative rounding error of one operation."""
+    measures_rounding: bool = False
+    """Whether results carry a rigorous bound of their rounding (ball radii, max_radius)."""
 
     @property
     def key(self) -> tuple:
@@ -47,8 +49,11 @@ class Backend(ABC):
         """Scope in which this backend's arithmetic is valid (nothing to set by default)."""
         yield
 
-    def certify(self, computation: Callable[[Backend], Array]) -> Array:
-        """The result of computation(working backend), accurate to this backend's precision.
+    def certify(
+        self, computation: Callable[[Backend], Array], tolerance: float | None = None
+    ) -> Array:
+        """The result of computation(working backend), accurate to this backend's precision
+        (or to `tolerance` relative to max(1, its size) where that is coarser).
 
         Floating-point backends run it once in themselves. Ball arithmetic re-runs it at a
         higher working precision when the radii came out too wide (see ArbBackend).
@@ -65,6 +70,11 @@ class Backend(ABC):
         """The largest radius of the balls in `value`: 0 for point arithmetic (ArbBackend
         bounds its rounding this way)."""
         return 0.0
+
+    def midpoints(self, value: Array) -> Array:
+        """`value` with its balls shrunk to their midpoints (radius 0): the identity for
+        point arithmetic."""
+        return value
 
     @abstractmethod
     def asarray(self, value: object, name: str = "value") -> Array:

@@ -43,7 +43,7 @@ def test_float32_and_float64_floors_are_found():
 def test_no_floor_above_1e_40_at_50_digits():
     ladder = precision_ladder(
         _uniform_problem(),
-        "reference",
+        "extrapolation",
         [2, 4, 8],
         [backend("arb", 50)],
         reference_precision=backend("arb", 60),

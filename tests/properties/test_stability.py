@@ -33,16 +33,16 @@ from solvers import (
     backend,
     solve,
 )
+from solvers.extrapolation import Extrapolation
 from solvers.flow import LayerFlow
 from solvers.integrators import EULER, RK2, RK4, ray_boundary, stability_function
 from solvers.methods import resolve_method
 from solvers.records import from_json, to_json
-from solvers.reference import Reference
 
-ORDER_12 = Reference(name="reference-order-12", levels=6, events=False)
+ORDER_12 = Extrapolation(name="extrapolation-order-12", levels=6, events=False)
 """The extrapolation reference at order 12 for analytic fields: 3.5 times cheaper per step
 than the default order 24, and converged to the maps' 1e-4 at the steps they use."""
-ORDER_12_EVENTS = Reference(name="reference-order-12-events", levels=6, events=True)
+ORDER_12_EVENTS = Extrapolation(name="extrapolation-order-12-events", levels=6, events=True)
 
 
 def same(a: object, b: object) -> bool:

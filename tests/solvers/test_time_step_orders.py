@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from solvers import backend, solve
-from solvers.reference import Reference
+from solvers.extrapolation import Extrapolation
 from tests.exact_layers import manufactured_post_ln
 
 STEPS = (4, 8, 16, 32, 64, 128)
@@ -73,7 +73,7 @@ def test_reference_of_order_eight_observes_order_eight(problem):
     bk = backend("arb", 50)
     with bk.active():
         exact = bk.to_float64(problem.manufactured.state(bk, bk.asarray(2)))
-    method = Reference(levels=4)
+    method = Extrapolation(levels=4)
     errors = np.array(
         [np.abs(bk.to_float64(solve(problem, method, m, bk)) - exact).max() for m in (2, 4, 8)]
     )

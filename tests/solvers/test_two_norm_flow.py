@@ -125,9 +125,9 @@ def test_the_reference_steps_to_the_relu_kinks_of_the_two_norm_flow(u0):
     encoder = post_ln_encoder("relu")
     truth = flow_solution(encoder, u0)
     problem = Problem(u0, PiecewiseControls(from_torch(encoder)), LAYERS, norm="post")
-    assert np.abs(solve(problem, "reference", 2) - truth).max() <= 1e-10
-    without = np.abs(solve(problem, "reference-no-events", 2) - truth).max()
-    assert without > 1e3 * np.abs(solve(problem, "reference", 2) - truth).max()
+    assert np.abs(solve(problem, "extrapolation", 2) - truth).max() <= 1e-10
+    without = np.abs(solve(problem, "extrapolation-no-events", 2) - truth).max()
+    assert without > 1e3 * np.abs(solve(problem, "extrapolation", 2) - truth).max()
 
 
 @pytest.mark.parametrize("precision", [("mpmath", 30), ("arb", 30), ("float32", None)])

@@ -6,11 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from scipy.integrate import solve_ivp
 
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend, solve
 from solvers.exact import uniform_attention_solution
+from solvers.extrapolation import Extrapolation
 from solvers.manufactured import ManufacturedSolution
-from solvers.reference import Reference
+from tests.exact_layers import uniform_attention_linear_ffn
 
 
 def _uniform_problem(seed: int = 3, d: int = 8, layers: int = 4) -> Problem:
@@ -30,11 +32,39 @@ def _uniform_problem(seed: int = 3, d: int = 8, layers: int = 4) -> Problem:
 @pytest.mark.parametrize("precision", [backend("arb", 50), backend("mpmath", 50)], ids=repr)
 def test_reference_reproduces_the_uniform_attention_solution_to_1e_30(precision):
     problem = _uniform_problem()
-    got = solve(problem, "reference", steps_per_unit=4, backend=precision)
+    got = solve(problem, "extrapolation", steps_per_unit=4, backend=precision)
     exact = uniform_attention_solution(problem, precision)
     with precision.active():
         error = np.abs(precision.to_float64(got - exact)).max()
     assert error < 1e-30
+
+
+def test_the_linear_ffn_solution_matches_scipy():
+    """The closed form with a ReLU FFN in its linear region against scipy's DOP853 on
+    u' = ubar M + u K + c (written out here, not tide's operators)."""
+    problem = uniform_attention_linear_ffn()
+    u = problem.u0
+    for w in problem.controls.layers:
+        m = sum(w.wv[h] @ w.wo[h] for h in range(w.heads))
+        k, c = w.w1 @ w.w2, w.b1 @ w.w2 + w.b2
+
+        def field(_t, y, m=m, k=k, c=c):
+            state = y.reshape(problem.u0.shape)
+            return (state.mean(axis=0) @ m + state @ k + c).ravel()
+
+        run = solve_ivp(field, (0, 1), u.ravel(), method="DOP853", rtol=1e-13, atol=1e-13)
+        u = run.y[:, -1].reshape(u.shape)
+    exact = uniform_attention_solution(problem, backend("float64"))
+    assert exact.shape == u.shape and np.abs(exact - u).max() <= 1e-11
+
+
+def test_the_linear_ffn_solution_checks_the_linear_region():
+    problem = uniform_attention_linear_ffn()
+    shifted = [dataclasses.replace(w, b1=w.b1 - 60.0) for w in problem.controls.layers]
+    with pytest.raises(InvalidInputError, match="layer 0: a ReLU pre-activation is not positive"):
+        uniform_attention_solution(
+            dataclasses.replace(problem, controls=PiecewiseControls(shifted)), backend("float64")
+        )
 
 
 def test_uniform_attention_solution_rejects_other_problems():
@@ -56,7 +86,7 @@ def test_event_location_keeps_the_order_through_relu_kinks():
         exact = bk.to_float64(star.state(bk, bk.asarray(1)))
 
     def errors(events: bool) -> np.ndarray:
-        method = Reference(levels=4, events=events)
+        method = Extrapolation(levels=4, events=events)
         runs = [solve(problem, method, m, bk) for m in (4, 8, 16)]
         return np.array([np.abs(bk.to_float64(u) - exact).max() for u in runs])
 
