@@ -43,6 +43,7 @@ def locate_event(
     """The earliest sign change of a pre-activation in (0, size]: (its offset tau, the state
     at t + tau, the index of the unit that crosses). The offset always lies in (0, size].
     Raises IntegrationError (naming `where`) when the search does not settle."""
+    at_end = np.zeros_like(positive)  # units whose root is the bracket's end
     for _ in range(MAX_NARROWINGS):
         _, z_end = trial(size)
         a, b = bk.to_float64(z_start), bk.to_float64(z_end)
@@ -52,15 +53,23 @@ def locate_event(
                 f"{where}: event location lost its crossing (no pre-activation changes sign "
                 f"over a step of {bk.to_float64(size):.3g})"
             )
+        candidates = crossed & ~at_end
         # linear estimate of each crossing time, to pick the earliest candidate
-        estimate = np.where(crossed, a / np.where(crossed, a - b, 1.0), np.inf)
+        estimate = np.where(candidates, a / np.where(candidates, a - b, 1.0), np.inf)
         index = np.unravel_index(int(np.argmin(estimate)), estimate.shape)
         offset, state, z = _root(bk, trial, size, z_start[index], z_end[index], index)
         others = crossings(bk, z, positive, silent)
         others[index] = False
         if not others.any():
             return offset, state, index
-        size = offset  # another unit crossed earlier: search before this event
+        if bk.to_float64(offset) < bk.to_float64(size):
+            size, at_end = offset, np.zeros_like(positive)  # another crossed earlier
+            continue
+        # the root is the bracket's end (no narrowing): try the other crossed units; when
+        # every one crosses at the end, they cross together there
+        at_end[index] = True
+        if not (crossed & ~at_end).any():
+            return offset, state, index
     raise IntegrationError(
         f"{where}: event location did not settle on a first crossing after {MAX_NARROWINGS} "
         "narrowings (pre-activations crossing zero almost together)"
