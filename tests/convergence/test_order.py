@@ -58,6 +58,17 @@ def test_a_precision_floor_is_dropped_with_its_reason():
     assert stuck.verdict == OrderVerdict.FLOOR
 
 
+def test_errors_at_a_reference_floor_never_pass():
+    """Errors that stop at the reference's own error measure the reference: FLOOR, named as
+    the reference floor, where the errors above it PASS order 4."""
+    assert estimate_order(HS, HS**4, expected=4).verdict == OrderVerdict.PASS
+    errors = np.maximum(HS**4, 1e-3)
+    stuck = estimate_order(HS, errors, expected=4, floor=1e-3, floor_name="reference floor")
+    assert stuck.verdict == OrderVerdict.FLOOR
+    assert "reference floor" in stuck.reason
+    assert all("reference floor" in why for why in stuck.dropped.values())
+
+
 @pytest.mark.parametrize(
     "errors",
     [HS**-1, np.where(np.arange(8) % 2, 0.1, 1.0), np.full(8, 0.3)],
