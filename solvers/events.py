@@ -86,9 +86,11 @@ def _root(bk: Backend, trial: Trial, size: Array, z_lo: Array, z_hi: Array, inde
     state, z_all = trial(hi)
     for _ in range(MAX_ROOT_ITERATIONS):
         tau = hi - z_hi * (hi - lo) / (z_hi - z_lo)
-        low, high, guess = bk.to_float64(lo), bk.to_float64(hi), bk.to_float64(tau)
-        if not low < guess <= high:  # undefined or outside the bracket
-            tau = (lo + hi) / 2
+        # inside the bracket, judged on differences in the working precision: a bracket
+        # narrower than float64's spacing at tau would otherwise look empty and fall back
+        # to bisection, some 40 halvings at 30 digits
+        if not (bk.to_float64(tau - lo) > 0 and bk.to_float64(hi - tau) >= 0):
+            tau = (lo + hi) / 2  # undefined or outside the bracket
         state, z_all = trial(tau)
         z = z_all[index]
         if previous is not None and abs(bk.to_float64(tau - previous)) <= tolerance:

@@ -81,14 +81,15 @@ def test_event_location_keeps_the_order_through_relu_kinks():
     star = ManufacturedSolution(tokens=5, d=6)
     layers = [LayerWeights.random(6, 2, 8, rng, weight_scale=0.7)]
     problem = Problem(star.initial(), PiecewiseControls(layers), 1, norm="post", manufactured=star)
-    bk = backend("arb", 50)
+    bk = backend("arb", 30)  # the error at 16 steps is near float64's rounding
     with bk.active():
-        exact = bk.to_float64(star.state(bk, bk.asarray(1)))
+        exact = star.state(bk, bk.asarray(1))
 
     def errors(events: bool) -> np.ndarray:
         method = Extrapolation(levels=4, events=events)
         runs = [solve(problem, method, m, bk) for m in (4, 8, 16)]
-        return np.array([np.abs(bk.to_float64(u) - exact).max() for u in runs])
+        with bk.active():
+            return np.array([np.abs(bk.to_float64(u - exact)).max() for u in runs])
 
     with_events, without = errors(True), errors(False)
     assert np.all(np.log2(with_events[:-1] / with_events[1:]) >= 6)
