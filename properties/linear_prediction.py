@@ -71,7 +71,7 @@ def field_spectrum(flow: LayerFlow, n: int, t: Fraction, u: Array, step: float) 
         time_point = bk.asarray(t)
 
         def field_of(batch: Array) -> Array:
-            return flow.tangent(n, time_point, batch, flow.total(n, time_point, batch))
+            return flow.field(n, time_point, batch)
 
         matrix = bk.to_float64(jacobian(bk, field_of, u, step))
         if flow.norm != "post":

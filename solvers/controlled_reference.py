@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -145,8 +146,12 @@ class Controller:
         self.flow, self.bk, self.tol, self.max_steps, self.work = (
             flow, flow.bk, tol, max_steps, work,
         )  # fmt: skip
-        usable = [j for j in range(3, MAX_COLUMNS + 1) if self.rounding(j) <= ROUNDING_SHARE * tol]
-        self.max_columns = max(usable, default=3)
+        self.max_columns = 3  # the rounding grows with the column: the first too many ends it
+        while (
+            self.max_columns < MAX_COLUMNS
+            and self.rounding(self.max_columns + 1) <= ROUNDING_SHARE * tol
+        ):
+            self.max_columns += 1
         start = int(0.6 * -math.log10(tol) + 1.5)
         self.columns = min(self.max_columns - 1, max(3, start))
         self.max_step = max_step
@@ -221,13 +226,9 @@ class Controller:
         norm = float(np.linalg.norm(self.direction)) if self.direction is not None else 0.0
         if self.error > 0 and norm > 0:
             unit = self.direction / norm
-            scale = max(1.0, float(np.max(np.abs(bk.to_float64(u)))))
-            delta = math.sqrt(bk.unit_roundoff) * scale
-
-            def field(v: Array) -> Array:
-                return flow.tangent(n, t, v, flow.total(n, t, v, pattern))
-
+            delta = math.sqrt(bk.unit_roundoff) * bk.scale(u)
             shifted = u + bk.asarray(delta * unit)
+            field = partial(flow.field, n, t, pattern=pattern)
             stretch = bk.to_float64(field(shifted) - field(u)) / delta
             self.work.evaluations += 2
             along = np.sum(unit * stretch, axis=(-2, -1)).ravel()
@@ -249,7 +250,7 @@ class Controller:
         the state, its error estimate (absolute), the signed T_jj - T_j,j-1 (float64) and the
         column it was taken at."""
         bk, flow = self.bk, self.flow
-        scale = max(1.0, float(np.max(np.abs(bk.to_float64(u)))))
+        scale = bk.scale(u)
         rejections = 0
         while True:
             if self.work.accepted + self.work.rejected >= self.max_steps:
@@ -290,10 +291,7 @@ class Controller:
         bk, flow = self.bk, self.flow
         h, target = bk.to_float64(size), self.columns
         last = min(target + 1, self.max_columns)
-
-        def field(s: Array, v: Array) -> Array:
-            return flow.tangent(n, s, v, flow.total(n, s, v, pattern))
-
+        field = partial(flow.field, n, pattern=pattern)
         ratio, differences, rows = {}, [], last
         for j, (value, neighbour) in enumerate(
             extrapolation_rows(bk, field, t, u, size, last), start=1
@@ -353,18 +351,14 @@ class Controller:
         """u at t + h for h below 4 STEP_FLOOR unit roundoffs of t: one Heun step, its
         error bounded by h |k2 - k1| / 2 (the Euler-Heun difference) plus rounding."""
         bk, flow = self.bk, self.flow
-
-        def field(s: Array, v: Array) -> Array:
-            return flow.tangent(n, s, v, flow.total(n, s, v, pattern))
-
+        field = partial(flow.field, n, pattern=pattern)
         k1 = field(t, u)
         k2 = field(t + h, u + h * k1)
         self.work.evaluations += 2
         self.work.accepted += 1
         state = flow.project(n, t + h, u + h * (k1 + k2) / 2)
-        scale = max(1.0, float(np.max(np.abs(bk.to_float64(u)))))
         drift = float(np.max(np.abs(bk.to_float64(k2 - k1))))
-        self.error += bk.to_float64(h) * drift / 2 + self.rounding(1) * scale
+        self.error += bk.to_float64(h) * drift / 2 + self.rounding(1) * bk.scale(u)
         self.error += bk.max_radius(state)
         return bk.midpoints(state)
 

@@ -10,6 +10,7 @@ kinks (docs/schemes.md section 4).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -45,14 +46,10 @@ class Extrapolation(SteppingMethod):
         """One extrapolated step; raises IntegrationError when the tableau's own estimate
         |T_LL - T_L,L-1| exceeds REFUSAL_SHARE of the state's size (an unstable step: the
         field is too stiff for this step size, and the result would be garbage)."""
-        bk = flow.bk
-
-        def field(s: Array, v: Array) -> Array:
-            return flow.tangent(n, s, v, flow.total(n, s, v, pattern))
-
+        bk, field = flow.bk, partial(flow.field, n, pattern=pattern)
         *_, (value, neighbour) = extrapolation_rows(bk, field, t, u, h, self.levels)
         estimate = float(np.max(np.abs(bk.to_float64(value - neighbour))))
-        size = max(1.0, float(np.max(np.abs(bk.to_float64(u)))))
+        size = bk.scale(u)
         if not estimate <= REFUSAL_SHARE * size:
             raise IntegrationError(
                 f"layer {n}, t = {bk.to_float64(t):.6g}, step {bk.to_float64(h):.3g}: the "

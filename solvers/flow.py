@@ -132,6 +132,11 @@ class LayerFlow:
         """The flow's field before the tangent projection: A + F (+ g)."""
         return self.attention_term(n, t, u) + self.field_ffn_term(n, t, u, pattern)
 
+    def field(self, n: int, t: Array, u: Array, pattern: Array | None = None) -> Array:
+        """The flow's field at (t, u): Pi_T(u) (A + F (+ g)), plus the motion of the
+        constraint set (post-LN; `tangent`); with `pattern`, ReLU's activation pattern held."""
+        return self.tangent(n, t, u, self.total(n, t, u, pattern))
+
     def forcing(self, n: int, t: Array) -> Array:
         """g(t) = u*_t - Pi_T(u*)[(A + F)(u*)] (post) or u*_t - (A + F)(u*) for the
         manufactured solution u*(t), with F the flow's FFN term. Post-LN forcing leaves
