@@ -47,7 +47,7 @@ def test_reference_step(benchmark, problem, name):
 
 
 @pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
-def test_report(benchmark):
+def test_targets(benchmark):
     """Steps per second and the arb / mpmath ratio (the fixture keeps this test running)."""
     if set(medians) != {"arb", "mpmath"}:
         pytest.fail(f"run the whole module with --benchmark-only; measured {sorted(medians)}")
