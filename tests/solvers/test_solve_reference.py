@@ -1,6 +1,6 @@
 """solve_reference, the error-controlled reference, against truths it did not produce: a
-manufactured solution, and scipy's Radau on a stiff field; and no silent garbage from the
-fixed-step extrapolation (docs/schemes.md sections 3 and 7)."""
+manufactured solution, scipy's Radau on a stiff field, an exact equiangular reduction; and
+no silent garbage from the fixed-step extrapolation (docs/schemes.md sections 3 and 7)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import re
 
+import mpmath
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -217,3 +218,54 @@ def test_relu_kinks_are_events_of_accepted_steps():
     times = [event.time for event in result.events]
     assert times == sorted(times) and all(0 < t <= 1 for t in times)
     assert np.abs(result.states[-1] - truth).max() <= result.error[-1] <= 1e-11
+
+
+def _equiangular() -> Problem:
+    """Three tokens with equal norms and equal pairwise inner products (rho = 1/2: e_k - e_1
+    in R^5, mean 0), one head with Wq = Wk = Wv = I and Wo = BETA I, no FFN, post-LN."""
+    d, eye = 5, np.eye(5)[None]
+    zero = np.zeros
+    layer = LayerWeights(
+        wq=eye, bq=zero((1, d)), wk=eye, bk=zero((1, d)), wv=eye, bv=zero((1, d)),
+        wo=BETA * eye, bo=zero(d), w1=zero((d, 2)), b1=zero(2), w2=zero((2, d)), b2=zero(d),
+        activation="gelu",
+    )  # fmt: skip
+    u0 = np.array([[-1.0, 0, 0, 0, 1], [-1, 0, 0, 1, 0], [-1, 0, 1, 0, 0]])
+    return Problem(u0, PiecewiseControls([layer]), 1, norm="post")
+
+
+BETA = 1.5
+
+
+def test_the_equiangular_reduction_to_50_digits():
+    """An exact reduction, solved by mpmath.odefun rather than by tide. On S1 (|u_i|^2 = d)
+    with pairwise <u_i, u_j> = d rho, the tokens stay equiangular (the flow commutes with
+    permuting them) and, with c = d / sqrt(d_k) = sqrt(5) and N = 3 tokens,
+
+        rho' = 2 BETA q(rho) (1 - rho) (1 + (N - 1) rho),
+        q(rho) = e^(c rho) / (e^c + (N - 1) e^(c rho))
+
+    (the attention weight on each other token; the self-weight is projected out:
+    docs/model.md sections 1 and 3). The equation is separable: rho(1) solves
+    int_{1/2}^{rho} dr / rho'(r) = 1 (tanh-sinh quadrature and a secant root, at 60
+    digits; mpmath.odefun agrees to 1e-62 but takes a minute)."""
+    bk = backend("mpmath", 50)
+    result = solve_reference(_equiangular(), tol=1e-40, backend=bk)
+    with mpmath.workdps(60):
+        c, n = mpmath.sqrt(5), 3
+
+        def rate(_t, rho):
+            q = mpmath.exp(c * rho) / (mpmath.exp(c) + (n - 1) * mpmath.exp(c * rho))
+            return 2 * BETA * q * (1 - rho) * (1 + (n - 1) * rho)
+
+        start = mpmath.mpf(1) / 2
+        exact = mpmath.findroot(
+            lambda rho: mpmath.quad(lambda r: 1 / rate(0, r), [start, rho]) - 1, mpmath.mpf("0.9")
+        )
+        u = np.array([[mpmath.mpf(x) for x in row] for row in result.states[-1]], dtype=object)
+        gram = u @ u.T / 5
+        off = [abs(gram[i, j] - exact) for i in range(3) for j in range(3) if i != j]
+        on = [abs(gram[i, i] - 1) for i in range(3)]
+        assert exact > mpmath.mpf("0.6")  # the tokens did move together
+        assert float(max(off)) < 1e-25 and float(max(on)) < 1e-40
+        assert float(max(off)) <= result.error[-1] * 10
