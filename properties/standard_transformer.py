@@ -76,7 +76,7 @@ def _encode(
     mask = bk.asarray(mask)
     for layer in layers:
         w = _weights(bk, layer)
-        act = bk.gelu if layer.activation == "gelu" else bk.relu_
+        act = {"relu": bk.relu_, "gelu": bk.gelu, "gelu-tanh": bk.gelu_tanh}[layer.activation]
         blocks = (
             (lambda y, w=w, h=layer.heads: _multi_head(bk, y, w, h, mask), w["norm1"]),
             (

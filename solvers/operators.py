@@ -102,7 +102,8 @@ def combine_heads(bk: Backend, outputs: Array, layer: BackendLayer) -> Array:
 
 def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | None = None) -> Array:
     """F(U) = sigma(U W1 + b1) W2 + b2 with sigma = relu, the projection onto {z >= 0}, or
-    (layer.activation "gelu") GELU(z) = z Phi(z), smooth. Defined for all U.
+    (layer.activation "gelu") GELU(z) = z Phi(z), or ("gelu-tanh") its tanh form, both
+    smooth (`activate`). Defined for all U.
 
     With `pattern` (0/1 entries of the shape of U W1 + b1) relu is replaced by the product
     with that fixed activation pattern: the analytic continuation of F from the region where
@@ -110,13 +111,21 @@ def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | No
     no kinks, so a pattern is ignored.
     """
     hidden = hidden_preactivations(bk, u, layer)
-    if layer.activation == "gelu":
-        hidden = bk.gelu(hidden)
+    if layer.activation == "relu" and pattern is not None:
+        hidden = hidden * pattern
     else:
-        hidden = bk.relu_(hidden) if pattern is None else hidden * pattern
+        hidden = activate(bk, layer.activation, hidden)
     output = bk.matmul(hidden, layer.w2)
     output += layer.b2
     return output
+
+
+def activate(bk: Backend, activation: str, z: Array) -> Array:
+    """sigma(z) for the FFN's activation (solvers.weights.ACTIVATIONS): relu (max(z, 0),
+    written into z), gelu (z Phi(z)) or gelu-tanh (GELU's tanh form)."""
+    if activation == "relu":
+        return bk.relu_(z)
+    return bk.gelu(z) if activation == "gelu" else bk.gelu_tanh(z)
 
 
 def layer_norm(

@@ -6,6 +6,7 @@ and never needed to solve anything.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Sequence
 from typing import Any
@@ -77,10 +78,19 @@ def _layer_weights(index: int, layer: Any) -> LayerWeights:
         isinstance(chosen, torch.nn.GELU) and chosen.approximate == "none"
     ):
         activation = "gelu"
+    elif (
+        isinstance(chosen, functools.partial)
+        and chosen.func is functional.gelu
+        and not chosen.args
+        and chosen.keywords == {"approximate": "tanh"}
+    ):
+        activation = "gelu-tanh"
     else:
         raise InvalidInputError(
             f"layer {index}: activation {layer.activation!r} is not supported; only relu "
-            "(the projection onto the non-negative orthant) and exact gelu"
+            "(the projection onto the non-negative orthant), exact gelu, and gelu's tanh form "
+            "as functools.partial(F.gelu, approximate='tanh') (torch's fast path runs an "
+            "nn.GELU('tanh') module as the exact gelu)"
         )
     attn = layer.self_attn
     if not attn._qkv_same_embed_dim or attn.bias_k is not None or attn.add_zero_attn:
@@ -131,8 +141,9 @@ def from_torch(module: Any) -> list[LayerWeights]:
     """The LayerWeights of a torch TransformerEncoderLayer, or of each layer of a
     TransformerEncoder or of a list (ModuleList) of encoder layers.
 
-    relu and exact gelu activations are accepted; dropout is ignored (the model is read as in eval
-    mode). Whether the layers are pre- or post-LN is given by `torch_norm_placement`.
+    relu, exact gelu and gelu's tanh form (see `_torch_activation`) are accepted; dropout is
+    ignored (the model is read as in eval mode). Whether the layers are pre- or post-LN is
+    given by `torch_norm_placement`.
     """
     return [_layer_weights(n, layer) for n, layer in enumerate(_encoder_layers(module))]
 
@@ -179,7 +190,7 @@ def to_torch(layers: Sequence[LayerWeights], norm: str = "post", dtype: str = "f
             layer_norm_eps=w.eps,
             batch_first=True,
             norm_first=(norm == "pre"),
-            activation=w.activation,
+            activation=_torch_activation(torch, w.activation),
             dtype=torch_dtype,
         )
 
@@ -209,6 +220,14 @@ def to_torch(layers: Sequence[LayerWeights], norm: str = "post", dtype: str = "f
     encoder = torch.nn.TransformerEncoder(modules[0], len(modules), enable_nested_tensor=False)
     encoder.layers = torch.nn.ModuleList(modules)
     return encoder.eval()
+
+
+def _torch_activation(torch: Any, activation: str) -> Any:
+    """torch's form of an activation. GELU's tanh form as a function, not an nn.GELU
+    module: torch's fast path treats every nn.GELU as the exact one."""
+    if activation == "gelu-tanh":
+        return functools.partial(torch.nn.functional.gelu, approximate="tanh")
+    return activation
 
 
 def torch_forward(

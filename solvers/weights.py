@@ -32,9 +32,10 @@ from solvers.backends import Array, Backend
 from solvers.errors import InvalidInputError
 from solvers.validation import finite_array, positive_int
 
-ACTIVATIONS = ("relu", "gelu")
-"""The FFN's activation: relu (the projection onto the orthant, the paper's) or gelu
-(x Phi(x), smooth: the Vision Transformer's)."""
+ACTIVATIONS = ("relu", "gelu", "gelu-tanh")
+"""The FFN's activation: relu (the projection onto the orthant, the paper's), gelu
+(x Phi(x), smooth: BERT's and the Vision Transformer's) or gelu-tanh (GELU's tanh form,
+GPT-2's; docs/model.md section 1)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from fractions import Fraction
+from typing import Any
 
 import flint
 import numpy as np
@@ -50,6 +51,7 @@ class ArbBackend(Backend):
         self._sin = np.frompyfunc(lambda x: x.sin(), 1, 1)
         self._relu = np.frompyfunc(lambda x: x.nonnegative_part(), 1, 1)
         self._gelu = np.frompyfunc(lambda x: x * (1 + (x / flint.arb(2).sqrt()).erf()) / 2, 1, 1)
+        self._gelu_tanh = np.frompyfunc(_gelu_tanh, 1, 1)
         self._float = np.frompyfunc(lambda x: float(x.mid()), 1, 1)
         self._radius = np.frompyfunc(lambda x: float(x.rad()), 1, 1)
         self._midpoint = np.frompyfunc(lambda x: flint.arb(x.mid()), 1, 1)
@@ -208,6 +210,9 @@ class ArbBackend(Backend):
     def gelu(self, a: Array) -> Array:
         return np.asarray(self._gelu(a), dtype=object)
 
+    def gelu_tanh(self, a: Array) -> Array:
+        return np.asarray(self._gelu_tanh(a), dtype=object)
+
     def relu_(self, a: Array) -> Array:
         a[...] = self._relu(a)
         return a
@@ -240,3 +245,9 @@ def _flint_matrix(x: Array) -> flint.arb_mat:
 def _ball_string(x: flint.arb, digits: int) -> str:
     """Arb's own decimal form "[mid +/- rad]", which arb() reads back to a ball containing x."""
     return x.str(digits, radius=True, more=True)
+
+
+def _gelu_tanh(x: Any) -> Any:
+    """x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 in the current precision (balls)."""
+    root = (2 / flint.arb.pi()).sqrt()
+    return x * (1 + (root * (x + flint.arb(44715) / 10**6 * x**3)).tanh()) / 2

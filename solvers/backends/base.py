@@ -160,6 +160,11 @@ class Backend(ABC):
         torch's approximate="none"), a smooth activation rather than a projection."""
 
     @abstractmethod
+    def gelu_tanh(self, a: Array) -> Array:
+        """GELU's tanh form a (1 + tanh(sqrt(2 / pi) (a + 0.044715 a^3))) / 2 elementwise
+        (torch's approximate="tanh", GPT-2's "gelu_new"), the decimal 0.044715 exact."""
+
+    @abstractmethod
     def sum(self, a: Array, axis: int) -> Array:
         """Sum along `axis`, keeping the axis."""
 

@@ -130,6 +130,16 @@ class NativeFloatBackend(Backend):
         wide = np.asarray(a, dtype=np.float64)  # evaluated in float64, rounded to the format
         return (wide * (1 + scipy.special.erf(wide / np.sqrt(2))) / 2).astype(self.dtype)
 
+    def gelu_tanh(self, a: Array) -> Array:
+        # in the format's own arithmetic when it is at least float64 (numpy's tanh has
+        # longdouble), else in float64 and rounded to the format
+        wide = self.dtype.itemsize >= 8
+        x = np.asarray(a, dtype=self.dtype if wide else np.float64)
+        with mpmath.workdps(40):
+            root = x.dtype.type(mpmath.nstr(mpmath.sqrt(2 / mpmath.pi), 36))
+        cubic = x.dtype.type("0.044715")
+        return (x * (1 + np.tanh(root * (x + cubic * x**3))) / 2).astype(self.dtype)
+
     def sum(self, a: Array, axis: int) -> Array:
         return np.sum(a, axis=axis, keepdims=True)
 

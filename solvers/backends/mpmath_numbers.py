@@ -37,6 +37,10 @@ class MpmathBackend(Backend):
         self._relu = np.frompyfunc(lambda x: x if x > 0 else ctx.zero, 1, 1)
         root2 = ctx.sqrt(2)
         self._gelu = np.frompyfunc(lambda x: x * (1 + ctx.erf(x / root2)) / 2, 1, 1)
+        root, cubic = ctx.sqrt(2 / ctx.pi), ctx.mpf(44715) / 10**6
+        self._gelu_tanh = np.frompyfunc(
+            lambda x: x * (1 + ctx.tanh(root * (x + cubic * x**3))) / 2, 1, 1
+        )
         self._float = np.frompyfunc(float, 1, 1)
         digits_out = repr_dps(ctx.prec)
         self._string = np.frompyfunc(lambda x: to_str(x._mpf_, digits_out), 1, 1)
@@ -122,6 +126,9 @@ class MpmathBackend(Backend):
 
     def gelu(self, a: Array) -> Array:
         return self._objects(self._gelu(a))
+
+    def gelu_tanh(self, a: Array) -> Array:
+        return self._objects(self._gelu_tanh(a))
 
     def relu_(self, a: Array) -> Array:
         a[...] = self._relu(a)

@@ -256,3 +256,28 @@ def test_gelu_is_x_phi_of_x_to_the_formats_rounding(bk):
             exact = t * (1 + mpmath.erf(t / mpmath.sqrt(2))) / 2
             error = abs(mpmath.mpf(str(computed)) - exact)
             assert error <= 4 * bk.unit_roundoff * max(abs(exact), 1), (given, error)
+
+
+@pytest.mark.parametrize("bk", ALL_PRECISIONS, ids=repr)
+def test_gelu_tanh_is_gpt2s_form_to_the_formats_rounding(bk):
+    """x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 against mpmath at 60 digits, within
+    8 u of max(|value|, 1) (the cubic, tanh and the products round a few times)."""
+    x = np.array([-6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0])
+    with bk.active():
+        strings = bk.to_strings(bk.gelu_tanh(bk.asarray(x)))
+    inputs = ball_midpoints(bk.to_strings(bk.to_output(bk.asarray(x))))
+    with mpmath.workdps(60):
+        root = mpmath.sqrt(2 / mpmath.pi)
+        for given, computed in zip(inputs, ball_midpoints(strings), strict=True):
+            t = mpmath.mpf(str(given))
+            exact = t * (1 + mpmath.tanh(root * (t + mpmath.mpf("0.044715") * t**3))) / 2
+            error = abs(mpmath.mpf(str(computed)) - exact)
+            assert error <= 8 * bk.unit_roundoff * max(abs(exact), 1), (given, error)
+
+
+def test_gelu_tanh_is_torchs_approximate_tanh():
+    import torch
+
+    x = np.linspace(-8, 8, 1001)
+    expected = torch.nn.functional.gelu(torch.tensor(x), approximate="tanh").numpy()
+    assert np.abs(backend("float64").gelu_tanh(x) - expected).max() <= 8 * 2.0**-53 * 8

@@ -5,14 +5,15 @@ docs/model.md section 2.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 import torch
 
-from solvers import PiecewiseControls, Problem, from_torch, solve
-from solvers.torch_io import torch_norm_placement
+from solvers import LayerWeights, PiecewiseControls, Problem, from_torch, solve
+from solvers.torch_io import to_torch, torch_forward, torch_norm_placement
 from tests.torch_models import random_torch_encoder, run_encoder
 
 GRID = list(
@@ -134,3 +135,19 @@ def test_an_encoder_with_a_final_norm_is_converted_as_its_message_says():
         got = encoder.norm(torch.tensor(flowed)).numpy()
         expected = encoder(torch.tensor(u0)).numpy()
     assert np.max(np.abs(got - expected)) <= 1e-13 * np.max(np.abs(expected))
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_gelu_tanh_layers_go_to_torch_and_back(norm):
+    """GELU's tanh form (GPT-2's): the Lie scheme at dt = 1 is torch's encoder carrying it,
+    and from_torch reads it back."""
+    rng = np.random.default_rng(4)
+    layers = [
+        dataclasses.replace(LayerWeights.random(8, 2, 16, rng), activation="gelu-tanh")
+        for _ in range(2)
+    ]
+    u0 = rng.standard_normal((2, 5, 8))
+    expected = torch_forward(layers, u0, norm)
+    got = solve(Problem(u0, PiecewiseControls(layers), 2, norm=norm), backend="float64")
+    assert np.abs(got - expected).max() <= 1e-13 * np.abs(expected).max()
+    assert [w.activation for w in from_torch(to_torch(layers, norm))] == ["gelu-tanh"] * 2
