@@ -1,0 +1,211 @@
+"""load_model and save_model: a user's network in, as a Model; weights out, as safetensors
+(docs/networks.md sections 1 and 2).
+
+Sources: a torch TransformerEncoder or TransformerEncoderLayer (an encoder's final norm
+becomes the readout), a Hugging Face BERT, ViT or GPT-2 module (bare or task model), a
+directory written by `save_pretrained` (config.json and safetensors, read locally with
+safetensors' numpy reader), or a `.safetensors` file written by `save_model` (the
+architecture in its metadata). Nothing is ever unpickled: a pickle, or any file that is
+not safetensors, is refused with a one-line error naming it. torch is imported only for
+torch modules; transformers never.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from solvers.errors import InvalidInputError
+from solvers.hf_io import Tensors, hf_model
+from solvers.model import Dense, Model, Readout
+from solvers.torch_io import from_torch, torch_norm_placement
+from solvers.weights import LayerWeights
+
+FORMAT = "tide-model/1"
+"""The `format` entry of save_model's metadata."""
+ARRAYS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
+
+
+def load_model(source: Any) -> Model:
+    """The Model of `source` (see the module docstring)."""
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if path.is_dir():
+            return _pretrained_directory(path)
+        if path.is_file():
+            return _tide_file(path)
+        raise InvalidInputError(f"{path}: no such file or directory")
+    module = type(source).__module__
+    if module.startswith("transformers."):
+        arrays = {name: _numpy(tensor) for name, tensor in source.state_dict().items()}
+        return hf_model(source.config.to_dict(), arrays, type(source).__name__)
+    if module.startswith("torch."):
+        return _torch_encoder(source)
+    raise InvalidInputError(
+        f"cannot read a model from {type(source).__name__}: give a torch encoder, a Hugging "
+        "Face BERT, ViT or GPT-2, a save_pretrained directory or a .safetensors file"
+    )
+
+
+def _numpy(tensor: Any) -> np.ndarray:
+    return tensor.detach().cpu().double().numpy()
+
+
+def _torch_encoder(module: Any) -> Model:
+    """A torch encoder: its layers, placement, and final norm (if any) as the readout."""
+    import torch
+
+    final = (
+        getattr(module, "norm", None) if isinstance(module, torch.nn.TransformerEncoder) else None
+    )
+    layers = module.layers if final is not None else module
+    readout = None
+    if final is not None:
+        d = final.normalized_shape[0]
+        gain = np.ones(d) if final.weight is None else _numpy(final.weight)
+        bias = np.zeros(d) if final.bias is None else _numpy(final.bias)
+        readout = Readout(norm=(gain, bias, float(final.eps)))
+    return Model(
+        tuple(from_torch(layers)), torch_norm_placement(layers), False, readout,
+        type(module).__name__,
+    )  # fmt: skip
+
+
+def _safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The arrays and metadata of a safetensors file; anything else is refused unread."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            arrays = {name: handle.get_tensor(name) for name in handle.keys()}
+            return arrays, dict(handle.metadata() or {})
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise InvalidInputError(
+            f"{path}: not a safetensors file (tide reads weights only from safetensors and "
+            f"never unpickles): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+
+
+def _pretrained_directory(path: Path) -> Model:
+    """config.json and the safetensors weights (one file, or the shards an index lists)."""
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        raise InvalidInputError(f"{path}: no config.json (not a save_pretrained directory)")
+    try:
+        config = json.loads(config_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{config_path}: not valid JSON ({exc})") from None
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        pickled = sorted(p.name for p in path.glob("*.bin")) + sorted(
+            p.name for p in path.glob("*.pt")
+        )
+        found = f" (found {', '.join(pickled)}: pickles, which tide never loads)" if pickled else ""
+        raise InvalidInputError(f"{path}: no .safetensors weights{found}")
+    arrays: dict[str, np.ndarray] = {}
+    for file in files:
+        arrays |= _safetensors(file)[0]
+    return hf_model(config, arrays, str(path))
+
+
+def _tide_file(path: Path) -> Model:
+    arrays, metadata = _safetensors(path)
+    if metadata.get("format") != FORMAT:
+        raise InvalidInputError(
+            f"{path}: a safetensors file without tide's metadata (format {FORMAT!r}); "
+            "a Hugging Face model is read from its save_pretrained directory"
+        )
+    try:
+        architecture = json.loads(metadata["architecture"])
+    except (KeyError, json.JSONDecodeError):
+        raise InvalidInputError(
+            f"{path}: the metadata's architecture is missing or not JSON"
+        ) from None
+    t = Tensors(str(path), arrays)
+    layers = []
+    for i, spec in enumerate(architecture["layers"]):
+        shapes = spec["shapes"]
+        values = {name: t(f"layers.{i}.{name}", tuple(shapes[name])) for name in ARRAYS}
+        norms = [tuple(_norm_part(t, shapes, f"norm{j}.{part}", i) for part in ("gain", "bias"))
+                 for j in (1, 2)]  # fmt: skip
+        layers.append(
+            LayerWeights(
+                **values,
+                norm1=norms[0],
+                norm2=norms[1],
+                eps=spec["eps"],
+                scale=spec["scale"],
+                activation=spec["activation"],
+            )
+        )
+    readout = None
+    if (spec := architecture.get("readout")) is not None:
+        norm = None
+        if spec["norm"] is not None:
+            d = len(layers[0].bo)
+            norm = (t("readout.norm.gain", (d,)), t("readout.norm.bias", (d,)), spec["norm"])
+        dense = tuple(
+            Dense(
+                t(f"readout.dense.{k}.weight", tuple(shape)),
+                t(f"readout.dense.{k}.bias", (shape[1],)),
+                activation,
+            )
+            for k, (shape, activation) in enumerate(spec["dense"])
+        )
+        readout = Readout(norm, spec["pool"], dense)
+    return Model(tuple(layers), architecture["norm"], architecture["causal"], readout, str(path))
+
+
+def _norm_part(t: Tensors, shapes: dict[str, list[int]], name: str, layer: int) -> Any:
+    """A norm's gain or bias: a scalar (stored with shape (1,)) or a per-feature vector."""
+    shape = tuple(shapes[name])
+    value = t(f"layers.{layer}.{name}", shape or (1,))
+    return value if shape else value[0]
+
+
+def save_model(model: Model, path: str | Path) -> Path:
+    """Write the model to a `.safetensors` file (float64 tensors; the architecture as JSON
+    in the metadata) that load_model reads back exactly."""
+    from safetensors.numpy import save_file
+
+    path = Path(path)
+    if path.suffix != ".safetensors":
+        raise InvalidInputError(f"{path}: save_model writes a .safetensors file")
+    tensors: dict[str, np.ndarray] = {}
+    layers = []
+    for i, w in enumerate(model.layers):
+        shapes = {}
+        for name in ARRAYS:
+            tensors[f"layers.{i}.{name}"] = np.ascontiguousarray(getattr(w, name), np.float64)
+            shapes[name] = list(np.shape(getattr(w, name)))
+        for j, (gain, bias) in ((1, w.norm1), (2, w.norm2)):
+            for part, value in (("gain", gain), ("bias", bias)):
+                tensors[f"layers.{i}.norm{j}.{part}"] = np.atleast_1d(np.asarray(value, np.float64))
+                shapes[f"norm{j}.{part}"] = list(np.shape(value))
+        layers.append({
+            "shapes": shapes, "eps": float(w.eps), "activation": w.activation,
+            "scale": None if w.scale is None else float(w.scale),
+        })  # fmt: skip
+    readout = None
+    if model.readout is not None:
+        r = model.readout
+        if r.norm is not None:
+            tensors["readout.norm.gain"] = np.ascontiguousarray(r.norm[0], np.float64)
+            tensors["readout.norm.bias"] = np.ascontiguousarray(r.norm[1], np.float64)
+        for k, layer in enumerate(r.dense):
+            tensors[f"readout.dense.{k}.weight"] = np.ascontiguousarray(layer.weight)
+            tensors[f"readout.dense.{k}.bias"] = np.ascontiguousarray(layer.bias)
+        readout = {
+            "norm": None if r.norm is None else float(r.norm[2]),
+            "pool": r.pool,
+            "dense": [[list(layer.weight.shape), layer.activation] for layer in r.dense],
+        }
+    architecture = {"layers": layers, "norm": model.norm, "causal": model.causal,
+                    "readout": readout}  # fmt: skip
+    save_file(
+        tensors, str(path), metadata={"format": FORMAT, "architecture": json.dumps(architecture)}
+    )
+    return path
