@@ -12,8 +12,10 @@ token attends uniformly and the solution is known in closed form (solvers.exact)
 and `affine` give torch-style layer norms (eps > 0; per-feature gains
 1 + 0.3 N(0, 1) and biases 0.3 N(0, 1)). `norm1 = [gain, bias]` gives every layer a first
 norm that differs from its second, as trained post-LN layers have (scalars; the flow is
-then the one on S2 of docs/limits.md section 3). Weights and data come from the case's
-seed.
+then the one on S2 of docs/limits.md section 3). `activation` is the FFN's: "relu" (the
+default, with ReLU event location in the references), "gelu" or "gelu-tanh" (smooth, no
+events: the cheaper choice for large smooth studies). Weights and data come from the
+case's seed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from reports.schema import Field, array_of, boolean, integer, number, one_of, re
 from solvers import LayerWeights, PiecewiseControls, Problem
 from solvers.manufactured import ManufacturedSolution
 from solvers.operators import LAYER_NORMS
+from solvers.weights import ACTIVATIONS
 
 PROBLEM_FIELDS = {
     "d": Field(integer(1, 512), 6, "features"),
@@ -42,6 +45,7 @@ PROBLEM_FIELDS = {
     "norm1": Field(array_of(number(), minimum=2), None, "norm1's [gain, bias] (scalars)"),
     "manufactured": Field(boolean, False),
     "uniform_attention": Field(boolean, False),
+    "activation": Field(one_of(ACTIVATIONS), "relu", "the FFN's activation"),
 }
 
 
@@ -104,6 +108,8 @@ def build_problem(spec: dict[str, Any], seed: int) -> Problem:
         layers = [dataclasses.replace(w, b1=w.b1 + spec["relu_shift"]) for w in layers]
     if spec["norm1"] is not None:
         layers = [dataclasses.replace(w, norm1=tuple(spec["norm1"])) for w in layers]
+    if spec["activation"] != "relu":
+        layers = [dataclasses.replace(w, activation=spec["activation"]) for w in layers]
     controls = PiecewiseControls(layers)
     if spec["manufactured"]:
         star = ManufacturedSolution(spec["tokens"], spec["d"])

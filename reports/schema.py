@@ -29,6 +29,8 @@ class Field:
     parse: Callable[[Any, str], Any]
     default: Any = REQUIRED
     help: str = ""
+    relative: bool = False
+    """A path relative to the study file's folder: made absolute before `parse` sees it."""
 
 
 def reject(where: str, message: str) -> StudyFileError:

@@ -73,7 +73,7 @@ def parse_study(document: dict[str, Any], source: str) -> Study:
             "",
             {
                 "study": Field(lambda v, w: table(v, w, STUDY_FIELDS)),
-                "experiment": Field(_experiment_list),
+                "experiment": Field(lambda v, w: _experiment_list(v, w, Path(source).parent)),
             },
         )
     except StudyFileError as exc:
@@ -82,7 +82,7 @@ def parse_study(document: dict[str, Any], source: str) -> Study:
     return Study(head["name"], head["seed"], head["description"], top["experiment"], source)
 
 
-def _experiment_list(value: Any, where: str) -> list[ExperimentSpec]:
+def _experiment_list(value: Any, where: str, folder: Path) -> list[ExperimentSpec]:
     if not isinstance(value, list) or not value:
         raise reject(where, "must be one or more [[experiment]] tables")
     specs, names = [], set()
@@ -101,6 +101,9 @@ def _experiment_list(value: Any, where: str) -> list[ExperimentSpec]:
         names.add(name)
         fields = EXPERIMENTS[kind].fields
         rest = {k: v for k, v in entry.items() if k not in ("kind", "name")}
+        for key, value in rest.items():
+            if key in fields and fields[key].relative and isinstance(value, str):
+                rest[key] = str(folder / value)
         params = table(rest, path, fields)
         specs.append(ExperimentSpec(name, kind, params))
     return specs

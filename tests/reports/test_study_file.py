@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from reports.cli import main
 from reports.experiments import EXPERIMENTS
+from reports.problems import build_problem, problem_spec
 from reports.schema import StudyFileError, precision
 from reports.study import default_study, load_study, parse_study
 from solvers import backend
@@ -154,3 +155,14 @@ def test_small_study_parses():
 
     study = parse_study(tomllib.loads(SMALL), "small")
     assert [spec.name for spec in study.experiments] == ["orders", "grid", "well-posedness 3"]
+
+
+def test_the_problem_table_picks_the_activation():
+    for activation in ("relu", "gelu", "gelu-tanh"):
+        spec = problem_spec({"activation": activation}, "problem")
+        layers = build_problem(spec, 0).controls.layers
+        assert {w.activation for w in layers} == {activation}
+    relu, gelu = (build_problem(problem_spec({"activation": a}, "p"), 0) for a in ("relu", "gelu"))
+    assert (relu.u0 == gelu.u0).all()  # the same seeded draw, only the activation differs
+    with pytest.raises(StudyFileError, match=r"problem\.activation"):
+        problem_spec({"activation": "swish"}, "problem")
