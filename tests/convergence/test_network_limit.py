@@ -6,28 +6,19 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
-import transformers
 
 from convergence.network_limit import depth_change, network_limit
 from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights, load_model
 from solvers.model import Dense, Model, Readout
+from tests.hf_models import vit_classifier
 from tests.torch_models import random_torch_encoder
 
 
 @pytest.fixture(scope="module")
 def vit():
-    """A small ViT classifier in float64, its input states and its own predictions."""
-    torch.manual_seed(0)
-    config = transformers.ViTConfig(
-        hidden_size=16, num_hidden_layers=3, num_attention_heads=4, intermediate_size=32,
-        image_size=8, patch_size=2, num_channels=1, num_labels=10,
-    )  # fmt: skip
-    module = transformers.ViTForImageClassification(config).double().eval()
-    pixels = torch.tensor(np.random.default_rng(1).standard_normal((12, 1, 8, 8)))
-    with torch.no_grad():
-        out = module(pixel_values=pixels, output_hidden_states=True)
+    """A small ViT classifier, its input states and its own predictions."""
+    module, out = vit_classifier(layers=3, patch=2, labels=10, batch=12, seed=0)
     return load_model(module), out.hidden_states[0].numpy(), out.logits.numpy().argmax(-1)
 
 

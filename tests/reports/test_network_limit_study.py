@@ -8,10 +8,9 @@ import pickle
 
 import numpy as np
 import pytest
-import torch
-import transformers
 
 from reports.cli import main
+from tests.hf_models import PickleTrap, vit_classifier
 
 STUDY = """
 [study]
@@ -32,15 +31,7 @@ steps_per_unit = [1, 2, 4, 8]
 def folder(tmp_path_factory):
     """A study folder: the ViT's save_pretrained directory, inputs and labels."""
     folder = tmp_path_factory.mktemp("network")
-    torch.manual_seed(0)
-    config = transformers.ViTConfig(
-        hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
-        image_size=8, patch_size=4, num_channels=1, num_labels=5,
-    )  # fmt: skip
-    module = transformers.ViTForImageClassification(config).double().eval()
-    pixels = torch.tensor(np.random.default_rng(0).standard_normal((10, 1, 8, 8)))
-    with torch.no_grad():
-        out = module(pixel_values=pixels, output_hidden_states=True)
+    module, out = vit_classifier(layers=2, patch=4, labels=5, batch=10, seed=0)
     module.save_pretrained(folder / "vit")
     np.save(folder / "inputs.npy", out.hidden_states[0].numpy())
     np.save(folder / "labels.npy", out.logits.numpy().argmax(-1))
@@ -64,17 +55,9 @@ def test_a_trained_network_through_tide_report(folder):
     assert "| lie | 1 |" in (out / "report.md").read_text()
 
 
-class _Trap:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
 def test_a_pickled_model_is_refused_in_one_line(folder, capsys):
     marker = folder / "unpickled"
-    (folder / "model.pt").write_bytes(pickle.dumps(_Trap(marker)))
+    (folder / "model.pt").write_bytes(pickle.dumps(PickleTrap(marker)))
     study = folder / "pickle.toml"
     study.write_text(STUDY.format(model="model.pt"))
     assert main(["report", str(study), "--out", str(folder / "never")]) == 1

@@ -15,6 +15,7 @@ from safetensors.numpy import load_file, save_file
 
 from solvers import InvalidInputError, load_model, save_model, solve_layers
 from solvers.torch_io import from_torch
+from tests.hf_models import PickleTrap
 from tests.torch_models import random_torch_encoder
 
 TWIN = 1e-13
@@ -128,20 +129,10 @@ def test_a_torch_encoder_with_a_final_norm(rng):
     assert np.array_equal(single.layers[0].w1, from_torch(encoder.layers[0])[0].w1)
 
 
-class _Trap:
-    """Unpickling this writes a file: the proof that nothing was unpickled is its absence."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
 def test_a_pickle_is_refused_unread(tmp_path):
     marker = tmp_path / "unpickled"
     path = tmp_path / "weights.pt"
-    path.write_bytes(pickle.dumps(_Trap(marker)))
+    path.write_bytes(pickle.dumps(PickleTrap(marker)))
     with pytest.raises(InvalidInputError) as refused:
         load_model(path)
     message = str(refused.value)
@@ -150,7 +141,7 @@ def test_a_pickle_is_refused_unread(tmp_path):
     folder = tmp_path / "pretrained"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_Trap(marker)))
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(PickleTrap(marker)))
     with pytest.raises(InvalidInputError, match=r"no \.safetensors weights \(found pytorch_model"):
         load_model(folder)
     assert not marker.exists()
