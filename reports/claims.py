@@ -51,6 +51,9 @@ class Claim(Enum):
     TRANSFORMER_NEAR_LIMIT = (
         "A trained-size Transformer is close to its continuous (time-step) limit"
     )
+    TRAINED_NEAR_LIMIT = (
+        "A trained network is close to its own time-step limit (outputs and decisions)"
+    )
     LAYER_NORM_CONDITIONING = (
         "Near constant rows the LN projection is ill-conditioned: Lipschitz ~ sigma2 / std"
     )

@@ -65,15 +65,17 @@ class Study:
         return cases
 
 
-def parse_study(document: dict[str, Any], source: str) -> Study:
-    """A Study from a parsed TOML document; every rejection names `source` and the key."""
+def parse_study(document: dict[str, Any], source: str, folder: Path | None = None) -> Study:
+    """A Study from a parsed TOML document; every rejection names `source` and the key.
+    Relative paths in it are read from `folder` (default: the folder of `source`)."""
+    folder = Path(source).parent if folder is None else folder
     try:
         top = table(
             document,
             "",
             {
                 "study": Field(lambda v, w: table(v, w, STUDY_FIELDS)),
-                "experiment": Field(lambda v, w: _experiment_list(v, w, Path(source).parent)),
+                "experiment": Field(lambda v, w: _experiment_list(v, w, folder)),
             },
         )
     except StudyFileError as exc:
@@ -127,4 +129,4 @@ def default_study() -> Study:
     """The built-in study shipped in the package (reports/default.toml)."""
     source = resources.files("reports").joinpath(DEFAULT_STUDY)
     document = tomllib.loads(source.read_text(encoding="utf-8"))
-    return parse_study(document, f"built-in {DEFAULT_STUDY}")
+    return parse_study(document, f"built-in {DEFAULT_STUDY}", Path(str(resources.files("reports"))))

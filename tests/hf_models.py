@@ -1,5 +1,5 @@
-"""Small Hugging Face classifiers in float64, run on seeded inputs, and a pickle that
-shows whether it was ever unpickled."""
+"""Small Hugging Face classifiers in float64, run on seeded inputs, the trained networks
+the suite ships, and a pickle that shows whether it was ever unpickled."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 import transformers
+
+SHIPPED = Path(__file__).resolve().parents[1] / "reports" / "networks"
+"""The trained networks the built-in study ships (studies/networks/train.py)."""
 
 
 def vit_classifier(

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from convergence.network_limit import NetworkLimit, network_limit
+from convergence.order import OrderVerdict
+from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Record, Section, results
 from reports.figures import Figure, lines_figure, slug
 from reports.schema import Field, array_of, integer, one_of, reject, text
@@ -99,6 +101,68 @@ def _run(case: dict[str, Any], seed: int) -> NetworkLimit:
     )
 
 
+CLOSE_TO_OWN_LIMIT = 1e-2
+"""A network is close to its limit when its relative distance from it (dt = 1) is below this
+and no decision of its readout changes in the limit."""
+
+
+def network_evidence(result: NetworkLimit) -> Evidence:
+    """Refuted when a decision changes in the limit, or when there is no limit (NO-LIMIT);
+    qualified when no decision changes but the distance is above CLOSE_TO_OWN_LIMIT (or
+    when the limit check finds something other than NO-LIMIT); verified otherwise."""
+    name = Path(result.source).name
+    if result.no_limit is not None:
+        check = result.no_limit
+        verdict = (
+            ClaimVerdict.REFUTED
+            if check.verdict == OrderVerdict.NO_LIMIT
+            else ClaimVerdict.QUALIFIED
+        )
+        return Evidence(
+            Claim.TRAINED_NEAR_LIMIT, verdict,
+            f"{name}: no limit to measure against (post-LN per-feature norms): the refined "
+            f"network's sequence is {check.verdict} ({check.reason})",
+        )  # fmt: skip
+    changed, distance = result.limit_decisions_changed, result.network_distance
+    if changed:
+        verdict = ClaimVerdict.REFUTED
+    else:
+        verdict = verified_or(distance <= CLOSE_TO_OWN_LIMIT, ClaimVerdict.QUALIFIED)
+    decisions = "" if changed is None else f", {changed} of {result.batch} decisions changed"
+    return Evidence(
+        Claim.TRAINED_NEAR_LIMIT, verdict,
+        f"{name}: relative distance {distance:.3g} from its limit at dt = 1{decisions} "
+        f"(close: below {CLOSE_TO_OWN_LIMIT:g} and none changed; the limit's own error "
+        f"{result.limit_error:.2g})",
+    )  # fmt: skip
+
+
+def _meaning(result: NetworkLimit) -> str:
+    """What the numbers say about reading this network as one Lie step per layer."""
+    if result.no_limit is not None:
+        last = result.methods[0].decisions_changed
+        moved = "" if last is None else f"; {last[-1]} decisions change at the finest level"
+        return (
+            "Its post-LN per-feature norms give no time-step limit: refined, the network "
+            f"does not settle ({result.no_limit.verdict}), so the continuous reading has no "
+            f"flow that this network discretises{moved}."
+        )
+    changed, distance = result.limit_decisions_changed, result.network_distance
+    if changed:
+        return (
+            f"{changed} of {result.batch} decisions differ in the limit: the network is not "
+            "close to the flow the paper reads it as a step of, and its accuracy "
+            f"({cell(result.network_accuracy)}) belongs to the discrete network at dt = 1, "
+            f"not to the continuous model ({cell(result.limit_accuracy)} there)."
+        )
+    if distance <= CLOSE_TO_OWN_LIMIT:
+        return "The network is close to its limit: the continuous reading describes it."
+    return (
+        "No decision changes in the limit, but the outputs are not close to it: the "
+        "continuous reading describes the decisions, not the states."
+    )
+
+
 def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
     done = results(records)
     if not done:
@@ -131,16 +195,18 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
         + ", ".join(f"{c:.3g}" for c in result.depth_change)
         + f"; the smooth twin is at relative distance {result.smooth_twin_distance:.3g}"
         + (
-            f" and changes {result.smooth_twin_decisions_changed} decisions."
+            f" and changes {result.smooth_twin_decisions_changed} decision(s)."
             if result.smooth_twin_decisions_changed is not None
             else "."
         )
     )
+    lines.append(_meaning(result))
     markdown = "\n\n".join(lines) + "\n\n" + markdown_table(headers, rows)
     steps = [float(m) for m in result.steps_per_unit]
     figures = []
-    if result.no_limit is None:
-        series = [(lv.method, steps, lv.relative_distance) for lv in result.methods]
+    series = [(lv.method, steps, lv.relative_distance) for lv in result.methods
+              if lv.relative_distance is not None]  # fmt: skip
+    if series:  # a limit to measure against
         figures.append(
             Figure(
                 slug(f"{title} distance"),
@@ -158,7 +224,8 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
                 lines_figure(title, "steps per unit", "decisions changed", series, logy=False),
             )
         )
-    return Section(title, markdown, figures, latex_table(title, headers, rows))
+    evidence = [network_evidence(result)]
+    return Section(title, markdown, figures, latex_table(title, headers, rows), evidence)
 
 
 NETWORK_LIMIT = Experiment(

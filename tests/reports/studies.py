@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.study import Study, parse_study
+from tests.hf_models import SHIPPED
 
 SMALL = """
 [study]
@@ -67,6 +68,10 @@ TINY = {
     "vit": {"image": 4, "patch": 2, "d": 8, "steps_per_unit": [4, 8, 16, 32]},
     "cvt": {"sizes": [6, 12, 24], "reference_size": 96},
     "conditioning": {"stds": [1.0, 0.1, 0.01, 0.001], "betas": [1.0, 2.0, 4.0, 8.0]},
+    "network-limit": {"model": str(SHIPPED / "max-digit.safetensors"),
+                      "inputs": str(SHIPPED / "max-digit-inputs.npy"),
+                      "labels": str(SHIPPED / "max-digit-labels.npy"),
+                      "steps_per_unit": [1, 2, 4, 8]},
 }  # fmt: skip
 
 

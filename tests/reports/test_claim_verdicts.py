@@ -25,6 +25,7 @@ from reports.experiments import EXPERIMENTS
 from reports.experiments.base import Record
 from reports.experiments.claims import ExactnessResult
 from reports.experiments.limits import CLOSE_TO_LIMIT, SAME_FLOW_DISTANCE
+from reports.experiments.network_limit import CLOSE_TO_OWN_LIMIT
 from reports.runner import run_case
 from tests.reports.studies import TINY, tiny_study
 
@@ -47,6 +48,7 @@ RULES = {
     Claim.PRECISION_FLOOR: {VERIFIED, QUALIFIED},
     Claim.WELL_POSED: {VERIFIED, REFUTED},
     Claim.TRANSFORMER_NEAR_LIMIT: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.TRAINED_NEAR_LIMIT: {VERIFIED, QUALIFIED, REFUTED},
     Claim.LAYER_NORM_CONDITIONING: {VERIFIED, REFUTED},
     Claim.STEP_SIZE_STABILITY: {VERIFIED, QUALIFIED, REFUTED},
     Claim.VIT_COVERED: {VERIFIED, REFUTED},
@@ -187,6 +189,15 @@ def _defects(defect: float, where: str = "") -> Change:
     return change
 
 
+def _with_limit(distance: float, changed: int) -> Change:
+    """A network-limit record with a limit: the network at `distance` from it, `changed`
+    decisions different there."""
+    return lambda result: replace(
+        result, no_limit=None, network_distance=distance, limit_decisions_changed=changed,
+        limit_error=1e-9,
+    )  # fmt: skip
+
+
 def _transformer(relative: list[float], growth: OrderVerdict = OrderVerdict.PASS) -> Change:
     """Relative distances at weight scales 0.25, 0.5 and 1 (trained size), and the growth
     fit's verdict."""
@@ -280,6 +291,16 @@ SCENARIOS = [
             (QUALIFIED, _transformer([1e-4, 0.05, 0.45])),
             (REFUTED, _transformer([2 * CLOSE_TO_LIMIT, 0.05, 0.45])),
             (REFUTED, _transformer([1e-4, 0.05, 0.45], OrderVerdict.NO_LIMIT)),
+        )
+    ),
+    *(
+        on("network-limit", Claim.TRAINED_NEAR_LIMIT, verdict, change)
+        for verdict, change in (
+            (REFUTED, lambda r: r),  # the shipped post-LN encoder: NO-LIMIT
+            (QUALIFIED, lambda r: replace(r, no_limit=_verdict(OrderVerdict.PASS)(r.no_limit))),
+            (VERIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 0)),
+            (QUALIFIED, _with_limit(2 * CLOSE_TO_OWN_LIMIT, 0)),
+            (REFUTED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 1)),
         )
     ),
     on("well-posedness", Claim.WELL_POSED, VERIFIED, _verdict(CheckVerdict.HOLDS)),

@@ -14,8 +14,7 @@ from tests.reports.studies import TINY, tiny_study
 
 
 def test_every_kind_has_a_tiny_study():
-    """network-limit reads a user's files: tests/reports/test_network_limit_study.py."""
-    assert set(TINY) | {"claims", "network-limit"} == set(EXPERIMENTS)
+    assert set(TINY) | {"claims"} == set(EXPERIMENTS)
 
 
 @pytest.mark.parametrize("kind", list(TINY))

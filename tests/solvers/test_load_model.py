@@ -15,7 +15,7 @@ from safetensors.numpy import load_file, save_file
 
 from solvers import InvalidInputError, load_model, save_model, solve_layers
 from solvers.torch_io import from_torch
-from tests.hf_models import PickleTrap
+from tests.hf_models import SHIPPED, PickleTrap
 from tests.torch_models import random_torch_encoder
 
 TWIN = 1e-13
@@ -193,3 +193,18 @@ def test_other_bad_sources(tmp_path):
         load_model(plain)
     with pytest.raises(InvalidInputError, match=r"no config\.json"):
         load_model(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "floor"),
+    [("vit-digits", "vit-digits", 0.95), ("max-digit.safetensors", "max-digit", 0.99)],
+)
+def test_the_shipped_networks_classify_their_held_out_inputs(model, name, floor):
+    """The trained networks in reports/networks read back and, through the Lie scheme at
+    dt = 1 and their readouts, classify the true labels of their held-out inputs (a wrong
+    reading of any weight or of the readout would be near chance: 0.1)."""
+    network = load_model(SHIPPED / model)
+    inputs = np.load(SHIPPED / f"{name}-inputs.npy").astype(np.float64)
+    labels = np.load(SHIPPED / f"{name}-labels.npy")
+    states = solve_layers(network.problem(inputs), "lie", 1)
+    assert np.mean(network.readout.decisions(states[-1]) == labels) >= floor

@@ -1,0 +1,158 @@
+"""Train the two networks the built-in study ships, deterministically, and write them with
+their held-out inputs and labels into reports/networks/ (docs/networks.md section 4).
+
+    pip install ".[train]" && python studies/networks/train.py
+
+- vit-digits/: a pre-LN ViT (Hugging Face ViTForImageClassification: d = 32, 4 heads,
+  3 layers, FFN 64, exact GELU, patch 2) trained on the scikit-learn digits (8 x 8
+  images; the first 1437 of a seeded permutation for training, the other 360 held out),
+  written by save_pretrained (config.json and safetensors).
+- max-digit.safetensors: a post-LN ReLU torch TransformerEncoder (d = 32, 4 heads,
+  2 layers, FFN 64; per-feature layer norms, as torch trains them) reading sequences of
+  8 digits (a learned embedding of the digit plus a learned position embedding) and
+  classifying the largest digit (mean of the final states, then a dense layer), trained
+  on seeded random sequences, written by solvers.save_model.
+- for each, inputs.npy: the held-out initial token states (the embeddings' output, the
+  flow's initial condition, float32 to keep the files small) of the first HELD_OUT
+  examples, and labels.npy: their true classes.
+
+Everything is seeded and single-threaded; the script prints each network's accuracy on
+its held-out inputs, computed by tide (Lie at dt = 1 and the readout), next to torch's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from sklearn.datasets import load_digits
+
+from solvers import load_model, save_model, solve
+from solvers.model import Dense, Model, Readout
+
+OUT = Path(__file__).resolve().parents[2] / "reports" / "networks"
+HELD_OUT = 200
+SEED = 0
+
+
+def _train(module: torch.nn.Module, inputs, labels, epochs: int, lr: float, batch: int = 64):
+    optimiser = torch.optim.Adam(module.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(SEED)
+    module.train()
+    for epoch in range(epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        total = 0.0
+        for start in range(0, len(order), batch):
+            take = order[start : start + batch]
+            optimiser.zero_grad()
+            loss = torch.nn.functional.cross_entropy(module(inputs[take]), labels[take])
+            loss.backward()
+            optimiser.step()
+            total += loss.item() * len(take)
+        if epoch % 10 == 9:
+            print(f"  epoch {epoch + 1}: loss {total / len(labels):.4f}", flush=True)
+    module.eval()
+
+
+class _ViT(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        config = transformers.ViTConfig(
+            hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+            image_size=8, patch_size=2, num_channels=1, num_labels=10, hidden_act="gelu",
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        )  # fmt: skip
+        self.vit = transformers.ViTForImageClassification(config)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.vit(pixel_values=pixels).logits
+
+
+def vit_digits() -> None:
+    digits = load_digits()
+    images = torch.tensor(digits.images / 16.0, dtype=torch.float32)[:, None]
+    labels = torch.tensor(digits.target)
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(SEED))
+    train, held = order[:1437], order[1437:]
+    torch.manual_seed(SEED)
+    model = _ViT()
+    _train(model, images[train], labels[train], epochs=60, lr=3e-3)
+    folder = OUT / "vit-digits"
+    model.vit.save_pretrained(folder)
+    twin = model.vit.double().eval()
+    with torch.no_grad():
+        out = twin(pixel_values=images[held].double(), output_hidden_states=True)
+    torch_accuracy = float((out.logits.argmax(-1) == labels[held]).double().mean())
+    _write(folder.parent / "vit-digits-inputs.npy", folder.parent / "vit-digits-labels.npy",
+           out.hidden_states[0].numpy(), labels[held].numpy())  # fmt: skip
+    _report("vit-digits", load_model(folder), out.hidden_states[0].numpy(), labels[held].numpy(),
+            torch_accuracy)  # fmt: skip
+
+
+class _MaxDigit(torch.nn.Module):
+    LENGTH = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        d = 32
+        self.embed = torch.nn.Embedding(10, d)
+        self.position = torch.nn.Parameter(0.1 * torch.randn(self.LENGTH, d))
+        layer = torch.nn.TransformerEncoderLayer(
+            d, 4, 64, dropout=0.0, activation="relu", batch_first=True, norm_first=False
+        )
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.classify = torch.nn.Linear(d, 10)
+
+    def states(self, digits: torch.Tensor) -> torch.Tensor:
+        return self.embed(digits) + self.position
+
+    def forward(self, digits: torch.Tensor) -> torch.Tensor:
+        return self.classify(self.encoder(self.states(digits)).mean(1))
+
+
+def max_digit() -> None:
+    rng = np.random.default_rng(SEED)
+    sequences = torch.tensor(rng.integers(0, 10, (6000, _MaxDigit.LENGTH)))
+    labels = sequences.max(1).values
+    train, held = slice(0, 5000), slice(5000, None)
+    torch.manual_seed(SEED)
+    model = _MaxDigit()
+    _train(model, sequences[train], labels[train], epochs=40, lr=2e-3)
+    model = model.double().eval()
+    with torch.no_grad():
+        states = model.states(sequences[held])
+        torch_accuracy = float((model(sequences[held]).argmax(-1) == labels[held]).double().mean())
+    encoder = load_model(model.encoder)
+    head = Dense(model.classify.weight.detach().numpy().T, model.classify.bias.detach().numpy())
+    network = Model(encoder.layers, encoder.norm, False, Readout(None, "mean", (head,)),
+                    "max-digit")  # fmt: skip
+    path = save_model(network, OUT / "max-digit.safetensors")
+    _write(OUT / "max-digit-inputs.npy", OUT / "max-digit-labels.npy", states.numpy(),
+           labels[held].numpy())  # fmt: skip
+    _report("max-digit", load_model(path), states.numpy(), labels[held].numpy(), torch_accuracy)
+
+
+def _write(inputs_path: Path, labels_path: Path, inputs: np.ndarray, labels: np.ndarray) -> None:
+    np.save(inputs_path, inputs[:HELD_OUT].astype(np.float32))
+    np.save(labels_path, labels[:HELD_OUT].astype(np.int64))
+
+
+def _report(name: str, model: Model, inputs: np.ndarray, labels: np.ndarray, torch_accuracy):
+    states = solve(model.problem(inputs[:HELD_OUT].astype(np.float32).astype(np.float64)))
+    accuracy = float(np.mean(model.readout.decisions(states) == labels[:HELD_OUT]))
+    print(f"{name}: held-out accuracy {accuracy:.4f} by tide on the first {HELD_OUT} (torch, "
+          f"all {len(labels)}: {torch_accuracy:.4f})", flush=True)  # fmt: skip
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    vit_digits()
+    max_digit()
+
+
+if __name__ == "__main__":
+    main()
