@@ -26,7 +26,7 @@ import numpy as np
 
 from solvers.errors import InvalidInputError
 from solvers.model import Dense, Model, Readout
-from solvers.weights import LayerWeights
+from solvers.weights import LayerWeights, torch_style_norm
 
 HF_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu-tanh",
                   "gelu_pytorch_tanh": "gelu-tanh"}  # fmt: skip
@@ -123,13 +123,9 @@ def _layer(
         wv=_per_head(v[0], heads), bv=v[1].reshape(heads, d_k),
         wo=o[0].reshape(heads, d_k, d), bo=o[1],
         w1=w1, b1=b1, w2=w2, b2=b2,
-        norm1=_scalar_if_constant(norms[0]), norm2=_scalar_if_constant(norms[1]),
+        norm1=torch_style_norm(*norms[0]), norm2=torch_style_norm(*norms[1]),
         eps=eps, activation=activation,
     )  # fmt: skip
-
-
-def _scalar_if_constant(norm: tuple[np.ndarray, np.ndarray]) -> tuple[Any, Any]:
-    return tuple(v[0] if np.all(v == v[0]) else v for v in norm)
 
 
 def _linear(t: Tensors, name: str, d_in: int, d_out: int, bias: bool = True):

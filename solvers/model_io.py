@@ -21,7 +21,7 @@ import numpy as np
 from solvers.errors import InvalidInputError
 from solvers.hf_io import Tensors, hf_model
 from solvers.model import Dense, Model, Readout
-from solvers.torch_io import from_torch, torch_norm_placement
+from solvers.torch_io import from_torch, tensor_array, torch_norm_placement
 from solvers.weights import LayerWeights
 
 FORMAT = "tide-model/1"
@@ -40,7 +40,7 @@ def load_model(source: Any) -> Model:
         raise InvalidInputError(f"{path}: no such file or directory")
     module = type(source).__module__
     if module.startswith("transformers."):
-        arrays = {name: _numpy(tensor) for name, tensor in source.state_dict().items()}
+        arrays = {name: tensor_array(tensor) for name, tensor in source.state_dict().items()}
         return hf_model(source.config.to_dict(), arrays, type(source).__name__)
     if module.startswith("torch."):
         return _torch_encoder(source)
@@ -48,10 +48,6 @@ def load_model(source: Any) -> Model:
         f"cannot read a model from {type(source).__name__}: give a torch encoder, a Hugging "
         "Face BERT, ViT or GPT-2, a save_pretrained directory or a .safetensors file"
     )
-
-
-def _numpy(tensor: Any) -> np.ndarray:
-    return tensor.detach().cpu().double().numpy()
 
 
 def _torch_encoder(module: Any) -> Model:
@@ -65,8 +61,8 @@ def _torch_encoder(module: Any) -> Model:
     readout = None
     if final is not None:
         d = final.normalized_shape[0]
-        gain = np.ones(d) if final.weight is None else _numpy(final.weight)
-        bias = np.zeros(d) if final.bias is None else _numpy(final.bias)
+        gain = np.ones(d) if final.weight is None else tensor_array(final.weight)
+        bias = np.zeros(d) if final.bias is None else tensor_array(final.bias)
         readout = Readout(norm=(gain, bias, float(final.eps)))
     return Model(
         tuple(from_torch(layers)), torch_norm_placement(layers), False, readout,

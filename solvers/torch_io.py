@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from solvers.errors import InvalidInputError
-from solvers.weights import LayerWeights
+from solvers.weights import LayerWeights, torch_style_norm
 
 
 def torch_available() -> bool:
@@ -57,15 +57,15 @@ def _encoder_layers(module: Any) -> list[Any]:
     )
 
 
-def _array(tensor: Any) -> np.ndarray:
+def tensor_array(tensor: Any) -> np.ndarray:
+    """A torch tensor as a float64 numpy array (detached, on the CPU)."""
     return tensor.detach().cpu().double().numpy()
 
 
 def _norm_pair(norm: Any, d: int) -> tuple[Any, Any]:
-    gain = np.ones(d) if norm.weight is None else _array(norm.weight)
-    bias = np.zeros(d) if norm.bias is None else _array(norm.bias)
-    # a constant vector is exactly a scalar gain (or bias): keep it as one
-    return tuple(v[0] if np.all(v == v[0]) else v for v in (gain, bias))
+    gain = np.ones(d) if norm.weight is None else tensor_array(norm.weight)
+    bias = np.zeros(d) if norm.bias is None else tensor_array(norm.bias)
+    return torch_style_norm(gain, bias)
 
 
 def _layer_weights(index: int, layer: Any) -> LayerWeights:
@@ -104,10 +104,10 @@ def _layer_weights(index: int, layer: Any) -> LayerWeights:
         )
     d, heads = attn.embed_dim, attn.num_heads
     d_k = d // heads
-    in_w = _array(attn.in_proj_weight)
-    in_b = np.zeros(3 * d) if attn.in_proj_bias is None else _array(attn.in_proj_bias)
-    out_w = _array(attn.out_proj.weight)
-    out_b = np.zeros(d) if attn.out_proj.bias is None else _array(attn.out_proj.bias)
+    in_w = tensor_array(attn.in_proj_weight)
+    in_b = np.zeros(3 * d) if attn.in_proj_bias is None else tensor_array(attn.in_proj_bias)
+    out_w = tensor_array(attn.out_proj.weight)
+    out_b = np.zeros(d) if attn.out_proj.bias is None else tensor_array(attn.out_proj.bias)
 
     def per_head(block: int) -> tuple[np.ndarray, np.ndarray]:
         # rows block*d .. (block+1)*d of in_proj map x -> x W^T; head h owns d_k of them
@@ -125,10 +125,10 @@ def _layer_weights(index: int, layer: Any) -> LayerWeights:
         bv=bv,
         wo=out_w.T.reshape(heads, d_k, d),
         bo=out_b,
-        w1=_array(lin1.weight).T,
-        b1=np.zeros(lin1.out_features) if lin1.bias is None else _array(lin1.bias),
-        w2=_array(lin2.weight).T,
-        b2=np.zeros(d) if lin2.bias is None else _array(lin2.bias),
+        w1=tensor_array(lin1.weight).T,
+        b1=np.zeros(lin1.out_features) if lin1.bias is None else tensor_array(lin1.bias),
+        w2=tensor_array(lin2.weight).T,
+        b2=np.zeros(d) if lin2.bias is None else tensor_array(lin2.bias),
         norm1=_norm_pair(layer.norm1, d),
         norm2=_norm_pair(layer.norm2, d),
         eps=layer.norm1.eps,

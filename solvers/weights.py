@@ -38,6 +38,12 @@ ACTIVATIONS = ("relu", "gelu", "gelu-tanh")
 GPT-2's; docs/model.md section 1)."""
 
 
+def torch_style_norm(gain: np.ndarray, bias: np.ndarray) -> tuple[Any, Any]:
+    """A layer norm's per-feature (gain, bias) as LayerWeights keeps them: a constant
+    vector is exactly a scalar gain (or bias), and is kept as one."""
+    return tuple(v[0] if np.all(v == v[0]) else v for v in (gain, bias))
+
+
 @dataclass(frozen=True)
 class BackendLayer:
     """One layer's weights rounded into a backend, with the q/k/v maps packed side by side.
