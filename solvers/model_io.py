@@ -4,10 +4,10 @@
 Sources: a torch TransformerEncoder or TransformerEncoderLayer (an encoder's final norm
 becomes the readout), a Hugging Face BERT, ViT or GPT-2 module (bare or task model), a
 directory written by `save_pretrained` (config.json and safetensors, read locally with
-safetensors' numpy reader), or a `.safetensors` file written by `save_model` (the
+solvers.safetensors_reader, numpy alone), or a `.safetensors` file written by `save_model` (the
 architecture in its metadata). Nothing is ever unpickled: a pickle, or any file that is
 not safetensors, is refused with a one-line error naming it. torch is imported only for
-torch modules; transformers never.
+torch modules, the safetensors package only to write; transformers never.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from solvers.errors import InvalidInputError
 from solvers.hf_io import Tensors, hf_model
 from solvers.model import Dense, Model, Readout
+from solvers.safetensors_reader import read_safetensors
 from solvers.torch_io import from_torch, tensor_array, torch_norm_placement
 from solvers.weights import LayerWeights
 
@@ -70,21 +71,6 @@ def _torch_encoder(module: Any) -> Model:
     )  # fmt: skip
 
 
-def _safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """The arrays and metadata of a safetensors file; anything else is refused unread."""
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(str(path), framework="numpy") as handle:
-            arrays = {name: handle.get_tensor(name) for name in handle.keys()}
-            return arrays, dict(handle.metadata() or {})
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise InvalidInputError(
-            f"{path}: not a safetensors file (tide reads weights only from safetensors and "
-            f"never unpickles): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        ) from None
-
-
 def _pretrained_directory(path: Path) -> Model:
     """config.json and the safetensors weights (one file, or the shards an index lists)."""
     config_path = path / "config.json"
@@ -103,12 +89,12 @@ def _pretrained_directory(path: Path) -> Model:
         raise InvalidInputError(f"{path}: no .safetensors weights{found}")
     arrays: dict[str, np.ndarray] = {}
     for file in files:
-        arrays |= _safetensors(file)[0]
+        arrays |= read_safetensors(file)[0]
     return hf_model(config, arrays, str(path))
 
 
 def _tide_file(path: Path) -> Model:
-    arrays, metadata = _safetensors(path)
+    arrays, metadata = read_safetensors(path)
     if metadata.get("format") != FORMAT:
         raise InvalidInputError(
             f"{path}: a safetensors file without tide's metadata (format {FORMAT!r}); "
@@ -165,8 +151,12 @@ def _norm_part(t: Tensors, shapes: dict[str, list[int]], name: str, layer: int) 
 def save_model(model: Model, path: str | Path) -> Path:
     """Write the model to a `.safetensors` file (float64 tensors; the architecture as JSON
     in the metadata) that load_model reads back exactly."""
-    from safetensors.numpy import save_file
-
+    try:
+        from safetensors.numpy import save_file
+    except ImportError:
+        raise InvalidInputError(
+            "save_model needs the safetensors package: pip install 'tide-suite[models]'"
+        ) from None
     path = Path(path)
     if path.suffix != ".safetensors":
         raise InvalidInputError(f"{path}: save_model writes a .safetensors file")
