@@ -208,3 +208,17 @@ def test_the_shipped_networks_classify_their_held_out_inputs(model, name, floor)
     labels = np.load(SHIPPED / f"{name}-labels.npy")
     states = solve_layers(network.problem(inputs), "lie", 1)
     assert np.mean(network.readout.decisions(states[-1]) == labels) >= floor
+
+
+def test_a_vit_without_query_key_value_biases():
+    """qkv_bias = false: the projections have no bias tensors, read as zero biases."""
+    torch.manual_seed(3)
+    config = transformers.ViTConfig(
+        hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
+        image_size=8, patch_size=4, num_channels=1, qkv_bias=False,
+    )  # fmt: skip
+    module, out = _run(transformers.ViTModel(config), "vit")
+    assert not any("q_proj.bias" in name for name in module.state_dict())
+    model = load_model(module)
+    states = solve_layers(model.problem(out.hidden_states[0].numpy()), "lie", 1)
+    assert relative(model.readout(states[-1]), out.last_hidden_state.numpy()) <= TWIN
