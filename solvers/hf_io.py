@@ -74,7 +74,10 @@ def hf_model(config: Mapping[str, Any], arrays: Mapping[str, Any], source: str) 
     prefix = {"bert": "bert.", "vit": "vit.", "gpt2": "transformer."}[kind]
     probe = {"bert": "embeddings.", "vit": "embeddings.", "gpt2": "wte."}[kind]
     has_prefix = any(k.startswith(prefix + probe) for k in arrays)
-    model = readers[kind](config, Tensors(source, arrays, prefix if has_prefix else ""))
+    try:
+        model = readers[kind](config, Tensors(source, arrays, prefix if has_prefix else ""))
+    except KeyError as missing:  # the tensors report their own; this is the configuration's
+        raise InvalidInputError(f"{source}: the configuration has no {missing.args[0]!r}") from None
     head = Tensors(source, arrays)
     return _with_head(kind, config, model, head, source)
 

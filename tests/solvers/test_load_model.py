@@ -180,6 +180,10 @@ def test_bad_pretrained_directories_name_the_file_and_the_key(pretrained):
     (pretrained / "config.json").write_text(json.dumps(config | {"model_type": "llama"}))
     with pytest.raises(InvalidInputError, match="architecture 'llama' is not supported"):
         load_model(pretrained)
+    del config["hidden_size"]
+    (pretrained / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InvalidInputError, match="the configuration has no 'hidden_size'"):
+        load_model(pretrained)
 
 
 def test_other_bad_sources(tmp_path):
