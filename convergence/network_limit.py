@@ -64,6 +64,8 @@ class NetworkLimit(Provenance):
     """The reference's own estimated max-abs error of the limit's final states."""
     network_distance: float | None
     """The network's (Lie at dt = 1) relative distance from the limit."""
+    limit_size: float | None
+    """max |U_limit|: what the relative distances are relative to."""
     limit_decisions_changed: int | None
     limit_accuracy: float | None
     network_accuracy: float | None
@@ -174,6 +176,7 @@ def network_limit(
         methods=levels,
         limit_error=limit_error,
         network_distance=None if limit is None else _relative(network, limit),
+        limit_size=None if limit is None else float(np.abs(limit).max()),
         limit_decisions_changed=limit_changed,
         limit_accuracy=limit_accuracy,
         network_accuracy=judged(network)[1],

@@ -104,6 +104,9 @@ def _run(case: dict[str, Any], seed: int) -> NetworkLimit:
 CLOSE_TO_OWN_LIMIT = 1e-2
 """A network is close to its limit when its relative distance from it (dt = 1) is below this
 and no decision of its readout changes in the limit."""
+JUDGEABLE = 0.1
+"""The limit's own error must be below this share of CLOSE_TO_OWN_LIMIT (relative) for a
+distance below that threshold to verify the claim."""
 
 
 def network_evidence(result: NetworkLimit) -> Evidence:
@@ -124,16 +127,18 @@ def network_evidence(result: NetworkLimit) -> Evidence:
             f"network's sequence is {check.verdict} ({check.reason})",
         )  # fmt: skip
     changed, distance = result.limit_decisions_changed, result.network_distance
+    judgeable = result.limit_error <= JUDGEABLE * CLOSE_TO_OWN_LIMIT * result.limit_size
     if changed:
         verdict = ClaimVerdict.REFUTED
     else:
-        verdict = verified_or(distance <= CLOSE_TO_OWN_LIMIT, ClaimVerdict.QUALIFIED)
+        close = distance <= CLOSE_TO_OWN_LIMIT and judgeable
+        verdict = verified_or(close, ClaimVerdict.QUALIFIED)
     decisions = "" if changed is None else f", {changed} of {result.batch} decisions changed"
     return Evidence(
         Claim.TRAINED_NEAR_LIMIT, verdict,
         f"{name}: relative distance {distance:.3g} from its limit at dt = 1{decisions} "
-        f"(close: below {CLOSE_TO_OWN_LIMIT:g} and none changed; the limit's own error "
-        f"{result.limit_error:.2g})",
+        f"(close: below {CLOSE_TO_OWN_LIMIT:g} and none changed, with the limit's own error "
+        f"below {JUDGEABLE:g} of that: {result.limit_error:.2g} absolute)",
     )  # fmt: skip
 
 

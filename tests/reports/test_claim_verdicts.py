@@ -189,12 +189,12 @@ def _defects(defect: float, where: str = "") -> Change:
     return change
 
 
-def _with_limit(distance: float, changed: int) -> Change:
+def _with_limit(distance: float, changed: int, limit_error: float = 1e-9) -> Change:
     """A network-limit record with a limit: the network at `distance` from it, `changed`
-    decisions different there."""
+    decisions different there, the limit's own error `limit_error` (states of size 1)."""
     return lambda result: replace(
         result, no_limit=None, network_distance=distance, limit_decisions_changed=changed,
-        limit_error=1e-9,
+        limit_error=limit_error, limit_size=1.0,
     )  # fmt: skip
 
 
@@ -300,6 +300,7 @@ SCENARIOS = [
             (QUALIFIED, lambda r: replace(r, no_limit=_verdict(OrderVerdict.PASS)(r.no_limit))),
             (VERIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 0)),
             (QUALIFIED, _with_limit(2 * CLOSE_TO_OWN_LIMIT, 0)),
+            (QUALIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 0, CLOSE_TO_OWN_LIMIT)),
             (REFUTED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 1)),
         )
     ),
