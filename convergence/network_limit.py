@@ -30,14 +30,13 @@ from solvers.methods import checked_method
 from solvers.model import Model
 from solvers.provenance import Provenance
 from solvers.validation import finite_array
-from solvers.weights import LayerWeights
+from solvers.weights import MAPS, LayerWeights
 
 LIMIT_TOLERANCE = 1e-8
 """The reference's per-step tolerance for the limit: the distances measured against it are
 1e-6 and more (relative), and decisions turn on differences far larger than its global
 error (reported beside them; on the shipped ViT about 5e-6 where the default 1000 u gives
 7e-11 in three times the time)."""
-PARAMETERS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def depth_change(layers: Sequence[LayerWeights]) -> list[float]:
     """Relative Frobenius change of all of a layer's weights from one layer to the next."""
 
     def flat(w: LayerWeights) -> np.ndarray:
-        parts = [getattr(w, name) for name in PARAMETERS]
+        parts = [getattr(w, name) for name in MAPS]
         parts += [np.broadcast_to(v, (w.d_model,)) for v in (*w.norm1, *w.norm2)]
         return np.concatenate([np.ravel(p) for p in parts])
 

@@ -15,8 +15,9 @@ import numpy as np
 from solvers import LayerWeights, PiecewiseControls
 from solvers.errors import InvalidInputError
 from solvers.validation import finite_array
+from solvers.weights import MAPS
 
-PERTURBED_ARRAYS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
+PERTURBED_ARRAYS = MAPS
 """The weights perturbed in the control study (norms, eps and the attention scale are kept)."""
 
 ControlDirection = Sequence[Mapping[str, np.ndarray]]

@@ -79,7 +79,7 @@ def hf_model(config: Mapping[str, Any], arrays: Mapping[str, Any], source: str) 
     except KeyError as missing:  # the tensors report their own; this is the configuration's
         raise InvalidInputError(f"{source}: the configuration has no {missing.args[0]!r}") from None
     head = Tensors(source, arrays)
-    return _with_head(kind, config, model, head, source)
+    return _with_head(kind, config, model, head)
 
 
 def _activation(config: Mapping[str, Any], key: str, source: str) -> str:
@@ -240,9 +240,7 @@ def _gpt2(config: Mapping[str, Any], t: Tensors) -> Model:
     return Model(tuple(layers), "pre", True, final, t.source)
 
 
-def _with_head(
-    kind: str, config: Mapping[str, Any], model: Model, t: Tensors, source: str
-) -> Model:
+def _with_head(kind: str, config: Mapping[str, Any], model: Model, t: Tensors) -> Model:
     """The task model's readout: BERT's pooler and classifier, ViT's classifier on the class
     token, GPT-2's score on the last token, after the final norm (if any)."""
     d = model.d_model
@@ -261,4 +259,4 @@ def _with_head(
         readout = Readout(norm, "last", (score,))
     else:
         return model
-    return Model(model.layers, model.norm, model.causal, readout, source)
+    return Model(model.layers, model.norm, model.causal, readout, model.source)

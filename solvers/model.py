@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from solvers.backends import backend
 from solvers.controls import PiecewiseControls
 from solvers.errors import InvalidInputError
+from solvers.operators import layer_norm
 from solvers.problem import Problem
 from solvers.validation import finite_array
 from solvers.weights import LayerWeights
 
+FLOAT64 = backend("float64")
 POOLINGS = ("first", "last", "mean")
 """How the readout reduces the tokens to one vector: the first token (BERT's [CLS], ViT's
 class token), the last (GPT-2's sequence classification without padding), or the mean."""
@@ -76,9 +79,7 @@ class Readout:
         x = np.asarray(states, dtype=np.float64)
         if self.norm is not None:
             gain, bias, eps = self.norm
-            mean = x.mean(-1, keepdims=True)
-            variance = ((x - mean) ** 2).mean(-1, keepdims=True)
-            x = gain * (x - mean) / np.sqrt(variance + eps) + bias
+            x = layer_norm(FLOAT64, x, gain, bias, np.float64(eps))
         if self.pool == "first":
             x = x[..., 0, :]
         elif self.pool == "last":

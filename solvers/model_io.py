@@ -23,11 +23,10 @@ from solvers.hf_io import Tensors, hf_model
 from solvers.model import Dense, Model, Readout
 from solvers.safetensors_reader import read_safetensors
 from solvers.torch_io import from_torch, tensor_array, torch_norm_placement
-from solvers.weights import LayerWeights
+from solvers.weights import MAPS, LayerWeights
 
 FORMAT = "tide-model/1"
 """The `format` entry of save_model's metadata."""
-ARRAYS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
 
 
 def load_model(source: Any) -> Model:
@@ -110,7 +109,7 @@ def _tide_file(path: Path) -> Model:
     layers = []
     for i, spec in enumerate(architecture["layers"]):
         shapes = spec["shapes"]
-        values = {name: t(f"layers.{i}.{name}", tuple(shapes[name])) for name in ARRAYS}
+        values = {name: t(f"layers.{i}.{name}", tuple(shapes[name])) for name in MAPS}
         norms = [tuple(_norm_part(t, shapes, f"norm{j}.{part}", i) for part in ("gain", "bias"))
                  for j in (1, 2)]  # fmt: skip
         layers.append(
@@ -164,7 +163,7 @@ def save_model(model: Model, path: str | Path) -> Path:
     layers = []
     for i, w in enumerate(model.layers):
         shapes = {}
-        for name in ARRAYS:
+        for name in MAPS:
             tensors[f"layers.{i}.{name}"] = np.ascontiguousarray(getattr(w, name), np.float64)
             shapes[name] = list(np.shape(getattr(w, name)))
         for j, (gain, bias) in ((1, w.norm1), (2, w.norm2)):

@@ -32,6 +32,8 @@ from solvers.backends import Array, Backend
 from solvers.errors import InvalidInputError
 from solvers.validation import finite_array, positive_int
 
+MAPS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
+"""A layer's attention and FFN maps and biases: every array but the norms."""
 ACTIVATIONS = ("relu", "gelu", "gelu-tanh")
 """The FFN's activation: relu (the projection onto the orthant, the paper's), gelu
 (x Phi(x), smooth: BERT's and the Vision Transformer's) or gelu-tanh (GELU's tanh form,
@@ -245,8 +247,7 @@ class LayerWeights:
         factor = float(finite_array("factor", factor, ()))
         if factor <= 0:
             raise InvalidInputError(f"factor must be > 0, got {factor!r}")
-        maps = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
-        return replace(self, **{name: getattr(self, name) * factor for name in maps})
+        return replace(self, **{name: getattr(self, name) * factor for name in MAPS})
 
     @classmethod
     def random(
