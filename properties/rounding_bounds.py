@@ -82,14 +82,14 @@ def attention_rounding_bound(
 ) -> np.ndarray:
     """Elementwise bound on |A^(U) - A(U)| at unit roundoff `unit` (docs/rounding.md
     section 2): gamma_{H d_v+1} ((P Mv) |Wo| + |bo|) + ((gamma_N + rho + gamma_{d+1}) P Mv)
-    |Wo| with rho_i = 2 gamma_{d_k+2d+6} m_i + gamma_{N+2}. Domain: finite U (..., N, d);
+    |Wo| with rho_i = 2 gamma_{d_k+2d+6} m_i + gamma_{N+3}. Domain: finite U (..., N, d);
     B (N, N) with -inf for masked keys, or None.
     """
     heads = head_magnitudes(u, layer, bias)
     d, d_v, tokens = layer.d_model, layer.d_v, u.shape[-2]
     # m_i: the largest score magnitude over the keys row i sees (P > 0)
     m = np.max(np.where(heads.p > 0, heads.score_magnitude, 0.0), axis=-1)  # (..., H, N)
-    rho = 2 * score_rounding(layer, unit) * m + rounding_gamma(tokens + 2, unit)
+    rho = 2 * score_rounding(layer, unit) * m + rounding_gamma(tokens + 3, unit)
     coefficient = rounding_gamma(tokens, unit) + rho + rounding_gamma(d + 1, unit)
     mixed = heads.p @ heads.mv  # (..., H, N, d_v)
 

@@ -23,7 +23,11 @@ class BackendFactory:
 
 def _float(name: str) -> Callable[[int | None], Backend]:
     def make(digits: int | None) -> Backend:
-        from solvers.backends.floats import MixedPrecisionBackend, NativeFloatBackend
+        from solvers.backends.floats import (
+            FusedFloatBackend,
+            MixedPrecisionBackend,
+            NativeFloatBackend,
+        )
 
         if name == "float16":
             return MixedPrecisionBackend(name, np.float16)
@@ -31,7 +35,9 @@ def _float(name: str) -> Callable[[int | None], Backend]:
             import ml_dtypes
 
             return MixedPrecisionBackend(name, ml_dtypes.bfloat16)
-        return NativeFloatBackend(name, getattr(np, name))
+        if name == "longdouble":
+            return NativeFloatBackend(name, np.longdouble)
+        return FusedFloatBackend(name, getattr(np, name))
 
     return make
 

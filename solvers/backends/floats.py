@@ -10,7 +10,9 @@ the format. The unit
 roundoff u is 2^-11 for float16 and 2^-8 for bfloat16, against which bounds are stated;
 the float32 accumulation adds at most K 2^-24 relatively for a length-K sum.
 
-The native floats round every operation to their own format (numpy and BLAS).
+The native floats round every operation to their own format (numpy and BLAS); float32
+and float64 run exp, the row softmax and the norms' moments in the fused kernels of
+solvers.backends.fused (docs/schemes.md section 6).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import scipy.linalg
 import scipy.special
 
 from solvers.backends.base import Array, Backend, ball_midpoints
+from solvers.backends.fused import exp_rows_, row_moments, softmax_rows_
 from solvers.errors import InvalidInputError
 
 
@@ -151,6 +154,38 @@ class NativeFloatBackend(Backend):
         return scores
 
 
+class FusedFloatBackend(NativeFloatBackend):
+    """float32 or float64, with exp, the row softmax and the layer-norm moments in fused
+    kernels (solvers.backends.fused): the same formulas as the base
+    protocol, each row in one pass, exp vectorised (within 2u; the sums in any order)."""
+
+    def exp(self, a: Array) -> Array:
+        result = np.array(a, dtype=self.dtype, order="C")
+        if result.size:
+            exp_rows_(result.reshape(-1, result.shape[-1]) if result.ndim else result.reshape(1, 1))
+        return result
+
+    def softmax_(self, scores: Array) -> Array:
+        """The base protocol's row softmax (shift by the row maximum), in place; arrays that
+        are not C-contiguous rows of this format take the base path."""
+        if not _kernel_rows(scores, self.dtype):
+            return super().softmax_(scores)
+        softmax_rows_(scores.reshape(-1, scores.shape[-1]))
+        return scores
+
+    def moments(self, a: Array, weights: Array | None = None) -> tuple[Array, Array]:
+        """The two-pass mean and variance of the base protocol, per row in one kernel
+        (quadrature weights take the base path)."""
+        if weights is not None or not _kernel_rows(np.asarray(a), self.dtype):
+            return super().moments(a, weights)
+        rows = a.reshape(-1, a.shape[-1])
+        mean = np.empty((rows.shape[0], 1), self.dtype)
+        variance = np.empty_like(mean)
+        row_moments(rows, mean, variance)
+        shape = (*a.shape[:-1], 1)
+        return mean.reshape(shape), variance.reshape(shape)
+
+
 class MixedPrecisionBackend(NativeFloatBackend):
     """float16 or bfloat16 storage and elementwise results; float32 products and sums."""
 
@@ -168,6 +203,18 @@ class MixedPrecisionBackend(NativeFloatBackend):
         centred = wide - mean
         variance = np.average(centred * centred, axis=-1, weights=weights, keepdims=True)
         return mean.astype(self.dtype), variance.astype(self.dtype)
+
+
+def _kernel_rows(a: Array, dtype: np.dtype) -> bool:
+    """Whether the kernels can work on `a` in place: non-empty C-contiguous rows of dtype."""
+    return (
+        isinstance(a, np.ndarray)
+        and a.dtype == dtype
+        and a.ndim >= 1
+        and a.size > 0
+        and a.flags.c_contiguous
+        and a.flags.writeable
+    )
 
 
 def _exact_enough(x: object) -> np.longdouble:

@@ -1,0 +1,123 @@
+"""The fused float kernels (solvers.backends.fused) against mpmath and the base formulas.
+
+Truth here is mpmath at 40 digits: exp within 1 ulp everywhere float64 has a value, the
+softmax and the moments within the rounding model's gamma bounds (docs/schemes.md
+section 6).
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solvers import backend
+from solvers.backends import fused
+from solvers.backends.base import Backend
+
+U64 = 2.0**-53
+mpmath.mp.dps = 40
+
+
+def _ulps(x: float, got: float) -> float:
+    """|got - exp(x)| in units in the last place of exp(x) (float64)."""
+    true = mpmath.exp(mpmath.mpf(x))
+    if true < mpmath.mpf(2) ** -1075:  # rounds to 0
+        return 0.0 if got == 0 else np.inf
+    spacing = np.spacing(np.float64(float(true)))
+    return float(abs(mpmath.mpf(got) - true) / mpmath.mpf(float(spacing)))
+
+
+def test_exp_is_within_one_ulp_over_float64s_range():
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [
+            rng.uniform(-745.2, 709.8, 4000),  # the whole range, subnormal results included
+            rng.uniform(-1, 1, 2000),
+            rng.uniform(-40, 0, 2000),  # where softmax arguments live
+            np.arange(-1074, 1024) * np.log(2),  # near the reduction's boundaries
+            np.arange(-1074, 1024) * np.log(2) + np.log(2) / 2,
+        ]
+    )
+    x = x[x < 709.78]  # exp(709.79) overflows
+    got = fused.exp_rows_(x.copy()[None, :])[0]
+    errors = np.array([_ulps(a, b) for a, b in zip(x, got, strict=True)])
+    assert errors.max() <= 1.0, (x[errors.argmax()], errors.max())
+
+
+def test_exp_of_special_values():
+    x = np.array([[-np.inf, np.inf, np.nan, 0.0, -0.0, 709.79, -745.2, -1e300, 1e300]])
+    got = fused.exp_rows_(x)[0]
+    assert got[0] == 0 and got[1] == np.inf and np.isnan(got[2])
+    assert got[3] == 1 and got[4] == 1
+    assert got[5] == np.inf and got[6] == 0 and got[7] == 0 and got[8] == np.inf
+
+
+def _mp_softmax(row: np.ndarray) -> list:
+    weights = [mpmath.exp(mpmath.mpf(float(s))) if np.isfinite(s) else 0 for s in row]
+    total = mpmath.fsum(weights)
+    return [w / total for w in weights]
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (4, 64, 64), (8, 128, 128)])
+def test_softmax_matches_mpmath_within_the_rounding_bound(shape):
+    rng = np.random.default_rng(1)
+    scores = rng.standard_normal(shape) * 8
+    scores[..., 1::3, 0] = -np.inf  # masked keys give exactly 0
+    bk = backend("float64")
+    weights = bk.softmax_(scores.copy())
+    rows, got = scores.reshape(-1, shape[-1]), weights.reshape(-1, shape[-1])
+    n = shape[-1]
+    for i in range(0, rows.shape[0], max(1, rows.shape[0] // 40)):
+        # docs/rounding.md section 2: the shift s - c rounds by u |s - c| (the weights move
+        # by twice the largest), then exp, the sum and the division: gamma_{N+3}
+        finite = rows[i][np.isfinite(rows[i])]
+        shift = U64 * np.max(finite.max() - finite)
+        bound = 2 * shift + (n + 3) * U64 / (1 - (n + 3) * U64)
+        true = _mp_softmax(rows[i])
+        for j in range(n):
+            if true[j] == 0:
+                assert got[i, j] == 0
+            else:
+                assert abs(got[i, j] - true[j]) <= bound * true[j], (i, j)
+
+
+def test_softmax_rows_with_nan_or_inf_are_nan_as_in_numpy():
+    scores = np.array([[0.0, np.nan, 1.0], [np.inf, 0.0, 1.0], [-np.inf, -np.inf, -np.inf]])
+    with np.errstate(invalid="ignore"):
+        expected = Backend.softmax_(backend("float64"), scores.copy())
+    got = backend("float64").softmax_(scores.copy())
+    assert np.isnan(got).all() and np.isnan(expected).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 40),
+    st.integers(1, 300),
+    st.floats(1e-3, 1e3),
+    st.sampled_from(["float32", "float64"]),
+)
+def test_kernels_agree_with_the_base_formulas(rows, width, spread, name):
+    """Any shape: the fused softmax and moments are the base protocol's
+    formulas up to rounding (float32 computed in float64 inside, so closer still)."""
+    bk = backend(name)
+    rng = np.random.default_rng(rows * 1000 + width)
+    a = (rng.standard_normal((rows, width)) * spread + spread).astype(bk.dtype)
+    u = float(bk.unit_roundoff)
+    with np.errstate(all="ignore"):
+        base_weights = Backend.softmax_(bk, np.array(a, np.float64))
+    weights = bk.softmax_(a.copy())
+    assert weights.dtype == bk.dtype
+    # relative to each weight: the shift, exp, the sum and the division of both sides
+    tolerance = 4 * (width + 3) * u * (1 + np.abs(a).max(axis=-1, keepdims=True))
+    # and the smallest subnormal of the format, where a weight underflows
+    underflow = float(np.finfo(bk.dtype).smallest_subnormal)
+    assert np.all(np.abs(weights - base_weights) <= tolerance * base_weights + underflow)
+    mean, variance = bk.moments(a)
+    exact_mean = a.astype(np.float64).mean(-1, keepdims=True)
+    exact_variance = a.astype(np.float64).var(-1, keepdims=True)
+    scale = np.abs(a).max(axis=-1, keepdims=True).astype(np.float64)
+    assert np.all(np.abs(mean - exact_mean) <= 2 * width * u * scale)
+    assert np.all(np.abs(variance - exact_variance) <= 8 * width * u * scale**2)
