@@ -3,8 +3,11 @@
 Three members of one group, timed in the same run: tide's Lie step (dt = 1), torch's
 float64 TransformerEncoderLayer carrying the same weights (eval mode, no_grad), and a
 float64 numpy matrix product of the same FLOP count, the machine's attainable rate.
-`test_targets` prints the ratios and asserts the issue's target (at most 0.8 of torch's
-median time) from the medians just measured.
+`test_targets` prints the ratios and asserts issue 17's targets from the medians just
+measured: tide's median time at most torch's (RATIO_TARGET), and tide at no less than
+75% of the matmul's rate (RATE_TARGET). The layer's products alone, at the BLAS's rate
+for their shapes, leave little room: the element-wise work (softmax, norms, relu, bias
+adds) must be nearly free.
 
     python -m pytest benchmarks --benchmark-only -s
 """
@@ -29,6 +32,10 @@ FLOPS = (
 )
 MATMUL_INNER = FLOPS // (2 * TOKENS * D)  # (256 x K) @ (K x 256) has the same FLOP count
 
+RATIO_TARGET = 1.0
+RATE_TARGET = 0.75
+ROUNDS = 30  # medians of 30 calls each: the machines are shared
+
 medians: dict[str, float] = {}
 
 
@@ -45,7 +52,7 @@ def test_tide_layer(benchmark, case):
     bk = backend("float64")
     weights.on(bk)  # round the weights into bk once, outside the timing
     dt = bk.asarray(1.0)
-    benchmark(lie_step, bk, u, weights, dt, "post")
+    benchmark.pedantic(lie_step, (bk, u, weights, dt, "post"), rounds=ROUNDS, warmup_rounds=3)
     medians["tide"] = benchmark.stats.stats.median
 
 
@@ -59,7 +66,7 @@ def test_torch_layer(benchmark, case):
         with torch.no_grad():
             return layer(x)
 
-    benchmark(run)
+    benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=3)
     medians["torch"] = benchmark.stats.stats.median
 
 
@@ -67,7 +74,7 @@ def test_torch_layer(benchmark, case):
 def test_matmul_same_flops(benchmark):
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((TOKENS, MATMUL_INNER)), rng.standard_normal((MATMUL_INNER, D))
-    benchmark(np.matmul, a, b)
+    benchmark.pedantic(np.matmul, (a, b), rounds=ROUNDS, warmup_rounds=3)
     medians["matmul"] = benchmark.stats.stats.median
 
 
@@ -80,10 +87,11 @@ def test_targets(benchmark):
     rate, peak = FLOPS / medians["tide"] / 1e9, FLOPS / medians["matmul"] / 1e9
     bound = medians["matmul"] / medians["torch"]
     print(
-        f"\ntide / torch median time: {ratio:.3f} (target <= 0.8); "
+        f"\ntide / torch median time: {ratio:.3f} (target <= {RATIO_TARGET}); "
         f"tide {rate:.1f} GFLOP/s, torch {FLOPS / medians['torch'] / 1e9:.1f} GFLOP/s, "
         f"matmul of the same {FLOPS / 1e9:.3f} GFLOP {peak:.1f} GFLOP/s "
-        f"(tide reaches {rate / peak:.0%} of it); "
+        f"(tide reaches {rate / peak:.0%} of it, target >= {RATE_TARGET:.0%}); "
         f"that matmul alone takes {bound:.3f} of torch's layer time"
     )
-    assert ratio <= 0.8
+    assert ratio <= RATIO_TARGET
+    assert rate / peak >= RATE_TARGET
