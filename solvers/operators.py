@@ -192,15 +192,7 @@ def tangent_projection(bk: Backend, u: Array, g: Array, weights: Array | None = 
     """
     mean_u, variance = bk.moments(u, weights)
     _require_positive_variance(bk, variance)
-    centred_u = u - mean_u
-    centred_g = g - _mean(bk, g, weights)
-    centred_g -= _mean(bk, centred_g * centred_u, weights) / variance * centred_u
-    return centred_g
-
-
-def _mean(bk: Backend, x: Array, weights: Array | None) -> Array:
-    """Row mean over the features, w^y-weighted when weights are given (axis kept)."""
-    return bk.sum(x, -1) / x.shape[-1] if weights is None else bk.sum(x * weights, -1)
+    return bk.tangent_rows(u, mean_u, variance, g, weights)
 
 
 def _require_positive_variance(bk: Backend, variance: Array) -> None:

@@ -183,6 +183,22 @@ class Backend(ABC):
         centred = a - mean
         return mean, self.sum(centred * centred * weights, -1)
 
+    def tangent_rows(
+        self, u: Array, mean: Array, variance: Array, g: Array, weights: Array | None = None
+    ) -> Array:
+        """Per row, with u's `mean` and `variance` (from `moments`, variance > 0):
+        c = g - mean(g), then c - mean(c (u - mean)) / variance (u - mean), a fresh array:
+        Pi_T(u) g of docs/model.md section 1, the means w^y-weighted when weights are
+        given."""
+
+        def row_mean(x: Array) -> Array:
+            return self.sum(x, -1) / x.shape[-1] if weights is None else self.sum(x * weights, -1)
+
+        centred_u = u - mean
+        centred_g = g - row_mean(g)
+        centred_g -= row_mean(centred_g * centred_u) / variance * centred_u
+        return centred_g
+
     def softmax_(self, scores: Array) -> Array:
         """Row softmax over the last axis, exp(s - c) / sum exp(s - c), written into scores.
 

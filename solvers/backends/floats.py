@@ -17,6 +17,7 @@ solvers.backends.fused (docs/schemes.md section 6).
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -25,8 +26,8 @@ import numpy as np
 import scipy.linalg
 import scipy.special
 
+import solvers.backends.fused as fused
 from solvers.backends.base import Array, Backend, ball_midpoints
-from solvers.backends.fused import exp_rows_, row_moments, softmax_rows_
 from solvers.errors import InvalidInputError
 
 
@@ -45,7 +46,18 @@ class NativeFloatBackend(Backend):
         Strings are parsed in long double and rounded once (a ball "[m +/- r]" gives its
         midpoint m); a Fraction p/q is rounded as long double p / q; other objects (mpf,
         arb) go through float(). A finite value that overflows the format is an error.
+        A value already in the format is copied, and a Fraction's rounding is computed
+        once per format: the steppers convert their times and coefficients at every step.
         """
+        if (isinstance(value, np.ndarray | np.generic) and value.dtype == self.dtype) or (
+            type(value) is float and self.dtype == np.float64
+        ):
+            return np.array(value, dtype=self.dtype)
+        if isinstance(value, Fraction):
+            return _rounded_fraction(self, value, name).copy()
+        return self._rounded(value, name)
+
+    def _rounded(self, value: object, name: str) -> Array:
         source = np.asarray(value)
         if source.dtype.kind in "US":
             source = ball_midpoints(source)
@@ -155,35 +167,46 @@ class NativeFloatBackend(Backend):
 
 
 class FusedFloatBackend(NativeFloatBackend):
-    """float32 or float64, with exp, the row softmax and the layer-norm moments in fused
-    kernels (solvers.backends.fused): the same formulas as the base
+    """float32 or float64, with exp, the row softmax, the layer-norm moments and the
+    tangent projection in fused kernels (solvers.backends.fused): the same formulas as the base
     protocol, each row in one pass, exp vectorised (within 2u; the sums in any order)."""
 
     def exp(self, a: Array) -> Array:
-        result = np.array(a, dtype=self.dtype, order="C")
-        if result.size:
-            exp_rows_(result.reshape(-1, result.shape[-1]) if result.ndim else result.reshape(1, 1))
-        return result
+        return fused.exp_(np.array(a, dtype=self.dtype, order="C"))
 
     def softmax_(self, scores: Array) -> Array:
         """The base protocol's row softmax (shift by the row maximum), in place; arrays that
-        are not C-contiguous rows of this format take the base path."""
-        if not _kernel_rows(scores, self.dtype):
+        are not C-contiguous, writeable and of this format take the base path."""
+        if not (self._fits(scores) and scores.ndim and scores.flags.writeable):
             return super().softmax_(scores)
-        softmax_rows_(scores.reshape(-1, scores.shape[-1]))
-        return scores
+        return fused.softmax_(scores)
 
     def moments(self, a: Array, weights: Array | None = None) -> tuple[Array, Array]:
         """The two-pass mean and variance of the base protocol, per row in one kernel
         (quadrature weights take the base path)."""
-        if weights is not None or not _kernel_rows(np.asarray(a), self.dtype):
+        if weights is not None or not (self._fits(a) and a.ndim):
             return super().moments(a, weights)
-        rows = a.reshape(-1, a.shape[-1])
-        mean = np.empty((rows.shape[0], 1), self.dtype)
-        variance = np.empty_like(mean)
-        row_moments(rows, mean, variance)
-        shape = (*a.shape[:-1], 1)
-        return mean.reshape(shape), variance.reshape(shape)
+        mean = np.empty((*a.shape[:-1], 1), self.dtype)
+        return fused.moments(a, mean, np.empty_like(mean))
+
+    def tangent_rows(
+        self, u: Array, mean: Array, variance: Array, g: Array, weights: Array | None = None
+    ) -> Array:
+        """Pi_T(u) g of the base protocol, per row in one kernel (quadrature weights and
+        arrays of other shapes or formats take the base path)."""
+        if (
+            weights is not None
+            or not all(map(self._fits, (u, mean, variance, g)))
+            or g.shape != u.shape
+            or mean.shape != (*u.shape[:-1], 1)
+            or variance.shape != mean.shape
+        ):
+            return super().tangent_rows(u, mean, variance, g, weights)
+        return fused.tangent(u, mean, variance, g, np.empty_like(g))
+
+    def _fits(self, a: Array) -> bool:
+        """Whether a kernel can take `a`: a non-empty C-contiguous array of this format."""
+        return type(a) is np.ndarray and a.dtype == self.dtype and a.size and a.flags.c_contiguous
 
 
 class MixedPrecisionBackend(NativeFloatBackend):
@@ -205,16 +228,9 @@ class MixedPrecisionBackend(NativeFloatBackend):
         return mean.astype(self.dtype), variance.astype(self.dtype)
 
 
-def _kernel_rows(a: Array, dtype: np.dtype) -> bool:
-    """Whether the kernels can work on `a` in place: non-empty C-contiguous rows of dtype."""
-    return (
-        isinstance(a, np.ndarray)
-        and a.dtype == dtype
-        and a.ndim >= 1
-        and a.size > 0
-        and a.flags.c_contiguous
-        and a.flags.writeable
-    )
+@functools.lru_cache(maxsize=4096)
+def _rounded_fraction(bk: NativeFloatBackend, value: Fraction, name: str) -> np.ndarray:
+    return bk._rounded(value, name)
 
 
 def _exact_enough(x: object) -> np.longdouble:

@@ -2,9 +2,10 @@
 
 numpy makes one pass over memory per operation, and its float64 exp is scalar on
 machines without AVX-512: the softmax of one (256, 256, 8, 1024) layer cost as much as
-all of its matrix products. These kernels do a row's work in one pass while the row sits
-in cache, with an exp that the compiler vectorises (docs/schemes.md section 6, "Fused
-kernels"):
+all of its matrix products, and in small problems each numpy call costs microseconds.
+These kernels (exp, the row softmax, the norms' moments, the tangent projection) do a
+row's work in one pass while the row sits in cache, with an exp that the compiler
+vectorises (docs/schemes.md section 6, "Fused kernels"):
 
     exp(x) = 2^k p(r),  k = round(x / ln 2),  r = (x - k c_hi) - k c_lo,
     p(r) = sum_{j <= 13} r^j / j!,
@@ -19,7 +20,7 @@ subnormal range round twice at most.
 Arithmetic is float64 whatever the array's dtype: float32 rows are read, computed in
 float64 and each result rounded once to float32. Sums run in any order the compiler
 likes (fastmath "reassoc" on the sum alone); the rounding bound gamma_n holds for every
-order. Kernels take C-contiguous 2-D arrays of rows; the backend reshapes to them.
+order. Kernels take C-contiguous arrays and work along the last axis.
 
 They run on the calling thread. Spread over the cores (prange) they were faster alone
 but slower inside a layer: numba's thread pool and OpenBLAS's, each waiting for work by
@@ -91,48 +92,66 @@ def _squared_deviations(row, centre):
 
 
 @numba.njit(fastmath=FLAGS, cache=True)
-def _exp_row(row):
-    for j in range(row.shape[0]):
-        row[j] = _exp(row[j])
+def exp_(a):
+    """exp of every entry of a C-contiguous array, written into it."""
+    flat = a.reshape(a.size)
+    for j in range(flat.shape[0]):
+        flat[j] = _exp(flat[j])
+    return a
 
 
 @numba.njit(fastmath=FLAGS, cache=True)
-def _softmax_row(row):
-    peak = row[0]
-    for j in range(1, row.shape[0]):
-        peak = max(peak, row[j])
-    for j in range(row.shape[0]):
-        row[j] = _exp(row[j] - peak)
-    total = _sum(row)
-    for j in range(row.shape[0]):
-        row[j] /= total
-
-
-@numba.njit(fastmath=FLAGS, cache=True)
-def exp_rows_(rows):
-    """exp of every entry, written into rows."""
-    for i in range(rows.shape[0]):
-        _exp_row(rows[i])
-    return rows
-
-
-@numba.njit(fastmath=FLAGS, cache=True)
-def softmax_rows_(rows):
-    """P_j = exp(s_j - c) / sum_k exp(s_k - c) per row, c the row maximum, written into
-    rows. A row holding NaN or +inf gives NaN; -inf entries give exactly 0."""
-    for i in range(rows.shape[0]):
-        _softmax_row(rows[i])
-    return rows
-
-
-@numba.njit(fastmath=FLAGS, cache=True)
-def row_moments(rows, mean, variance):
-    """mean_i = sum_j a_ij / d and variance_i = sum_j (a_ij - mean_i)^2 / d (the two-pass
-    formula), written into the (rows, 1) arrays mean and variance."""
-    d = rows.shape[1]
+def softmax_(scores):
+    """P_j = exp(s_j - c) / sum_k exp(s_k - c) over the last axis, c the row maximum, written
+    into the C-contiguous scores. A row holding NaN or +inf gives NaN; -inf entries give
+    exactly 0."""
+    rows = scores.reshape(-1, scores.shape[-1])
     for i in range(rows.shape[0]):
         row = rows[i]
-        centre = _sum(row) / d
-        mean[i, 0] = centre
-        variance[i, 0] = _squared_deviations(row, centre) / d
+        peak = row[0]
+        for j in range(1, row.shape[0]):
+            peak = max(peak, row[j])
+        for j in range(row.shape[0]):
+            row[j] = _exp(row[j] - peak)
+        total = _sum(row)
+        for j in range(row.shape[0]):
+            row[j] /= total
+    return scores
+
+
+@numba.njit(fastmath=FLAGS, cache=True)
+def moments(a, mean, variance):
+    """mean_i = sum_j a_ij / d and variance_i = sum_j (a_ij - mean_i)^2 / d over the last
+    axis (the two-pass formula), written into mean and variance of a's shape with a last
+    axis of 1; all C-contiguous."""
+    d = a.shape[-1]
+    rows, means, variances = a.reshape(-1, d), mean.reshape(-1), variance.reshape(-1)
+    for i in range(rows.shape[0]):
+        centre = _sum(rows[i]) / d
+        means[i] = centre
+        variances[i] = _squared_deviations(rows[i], centre) / d
     return mean, variance
+
+
+@numba.njit(fastmath=SUM_FLAGS, cache=True)
+def _centred_dot(u, u_mean, g, g_mean):
+    total = 0.0
+    for j in range(u.shape[0]):
+        total += (g[j] - g_mean) * (u[j] - u_mean)
+    return total
+
+
+@numba.njit(fastmath=FLAGS, cache=True)
+def tangent(u, mean, variance, g, out):
+    """out_i = c - (sum_j c_j (u_ij - mean_i) / d) / variance_i (u_i - mean_i) with
+    c = g_i - sum_j g_ij / d: Pi_T(u) g row by row (docs/model.md section 1), given u's
+    mean and variance (last axis 1); all C-contiguous, u, g and out of one shape."""
+    d = u.shape[-1]
+    us, gs, outs = u.reshape(-1, d), g.reshape(-1, d), out.reshape(-1, d)
+    means, variances = mean.reshape(-1), variance.reshape(-1)
+    for i in range(us.shape[0]):
+        g_mean = _sum(gs[i]) / d
+        along = _centred_dot(us[i], means[i], gs[i], g_mean) / d / variances[i]
+        for j in range(d):
+            outs[i, j] = (gs[i, j] - g_mean) - along * (us[i, j] - means[i])
+    return out

@@ -42,14 +42,14 @@ def test_exp_is_within_one_ulp_over_float64s_range():
         ]
     )
     x = x[x < 709.78]  # exp(709.79) overflows
-    got = fused.exp_rows_(x.copy()[None, :])[0]
+    got = fused.exp_(x.copy())
     errors = np.array([_ulps(a, b) for a, b in zip(x, got, strict=True)])
     assert errors.max() <= 1.0, (x[errors.argmax()], errors.max())
 
 
 def test_exp_of_special_values():
     x = np.array([[-np.inf, np.inf, np.nan, 0.0, -0.0, 709.79, -745.2, -1e300, 1e300]])
-    got = fused.exp_rows_(x)[0]
+    got = fused.exp_(x)[0]
     assert got[0] == 0 and got[1] == np.inf and np.isnan(got[2])
     assert got[3] == 1 and got[4] == 1
     assert got[5] == np.inf and got[6] == 0 and got[7] == 0 and got[8] == np.inf
@@ -121,3 +121,24 @@ def test_kernels_agree_with_the_base_formulas(rows, width, spread, name):
     scale = np.abs(a).max(axis=-1, keepdims=True).astype(np.float64)
     assert np.all(np.abs(mean - exact_mean) <= 2 * width * u * scale)
     assert np.all(np.abs(variance - exact_variance) <= 8 * width * u * scale**2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 30), st.integers(2, 200), st.sampled_from(["float32", "float64"]))
+def test_the_tangent_projection_is_the_base_formula_and_tangent(rows, width, name):
+    """Pi_T(u) g from the kernel: the base protocol's formula up to rounding, and, as
+    docs/model.md section 1 proves of Pi_T, of mean 0 and orthogonal to u - mean(u)."""
+    bk = backend(name)
+    rng = np.random.default_rng(rows * 1000 + width)
+    u = rng.standard_normal((rows, width)).astype(bk.dtype)
+    g = (rng.standard_normal((rows, width)) * 3).astype(bk.dtype)
+    mean, variance = bk.moments(u)
+    got = bk.tangent_rows(u, mean, variance, g)
+    base = Backend.tangent_rows(bk, u, mean, variance, g)
+    u_ = float(bk.unit_roundoff)
+    scale = np.abs(g).max() * (1 + np.abs(u).max() ** 2 / variance.min())
+    assert np.abs(got - base).max() <= 8 * width * u_ * scale
+    centred = u.astype(np.float64) - u.astype(np.float64).mean(-1, keepdims=True)
+    assert np.abs(got.astype(np.float64).mean(-1)).max() <= 4 * width * u_ * scale
+    along = (got.astype(np.float64) * centred).mean(-1)
+    assert np.abs(along).max() <= 4 * width * u_ * scale * np.abs(centred).max()
