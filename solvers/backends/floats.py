@@ -206,7 +206,9 @@ class FusedFloatBackend(NativeFloatBackend):
 
     def _fits(self, a: Array) -> bool:
         """Whether a kernel can take `a`: a non-empty C-contiguous array of this format."""
-        return type(a) is np.ndarray and a.dtype == self.dtype and a.size and a.flags.c_contiguous
+        return (
+            type(a) is np.ndarray and a.dtype == self.dtype and a.size > 0 and a.flags.c_contiguous
+        )
 
 
 class MixedPrecisionBackend(NativeFloatBackend):

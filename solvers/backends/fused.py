@@ -17,8 +17,9 @@ section 2). Arguments are clamped to [-746, 710], outside of which exp is 0 or i
 float64; NaN stays NaN. 2^k is built from its bits as two factors, so results in the
 subnormal range round twice at most.
 
-Arithmetic is float64 whatever the array's dtype: float32 rows are read, computed in
-float64 and each result rounded once to float32. Sums run in any order the compiler
+For float32 arrays, the sums, exp and everything that meets their results are carried in
+float64 and each stored result is rounded to float32: every operation is at least as
+accurate as float32's own. Sums run in any order the compiler
 likes (fastmath "reassoc" on the sum alone); the rounding bound gamma_n holds for every
 order. Kernels take C-contiguous arrays and work along the last axis.
 
