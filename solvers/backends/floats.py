@@ -97,6 +97,12 @@ class NativeFloatBackend(Backend):
         return np.asarray(value) > 0
 
     def matmul(self, a: Array, b: Array) -> Array:
+        """a @ b; a stack of matrices times one matrix is one product of all their rows
+        (numpy would call the BLAS once per matrix: 2 times slower on a batch of 200)."""
+        if np.ndim(a) > 2 and np.ndim(b) == 2:
+            a = np.asarray(a)
+            rows = np.matmul(a.reshape(-1, a.shape[-1]), b)
+            return rows.reshape(*a.shape[:-1], rows.shape[-1])
         return np.matmul(a, b)
 
     def exp(self, a: Array) -> Array:
@@ -167,12 +173,20 @@ class NativeFloatBackend(Backend):
 
 
 class FusedFloatBackend(NativeFloatBackend):
-    """float32 or float64, with exp, the row softmax, the layer-norm moments and the
-    tangent projection in fused kernels (solvers.backends.fused): the same formulas as the base
+    """float32 or float64, with exp, the row softmax, the layer-norm moments, the tangent
+    projection and GELU in fused kernels (solvers.backends.fused): the same formulas as the base
     protocol, each row in one pass, exp vectorised (within 2u; the sums in any order)."""
 
     def exp(self, a: Array) -> Array:
         return fused.exp_(np.array(a, dtype=self.dtype, order="C"))
+
+    def gelu(self, a: Array) -> Array:
+        """GELU as in the native formats (evaluated in float64, rounded to the format), in
+        one pass with the C library's erf."""
+        a = np.ascontiguousarray(a)
+        if not self._fits(a):
+            return super().gelu(a)
+        return fused.gelu(a, np.empty_like(a))
 
     def softmax_(self, scores: Array) -> Array:
         """The base protocol's row softmax (shift by the row maximum), in place; arrays that

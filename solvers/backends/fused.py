@@ -3,7 +3,7 @@
 numpy makes one pass over memory per operation, and its float64 exp is scalar on
 machines without AVX-512: the softmax of one (256, 256, 8, 1024) layer cost as much as
 all of its matrix products, and in small problems each numpy call costs microseconds.
-These kernels (exp, the row softmax, the norms' moments, the tangent projection) do a
+These kernels (exp, the row softmax, the norms' moments, the tangent projection, GELU) do a
 row's work in one pass while the row sits in cache, with an exp that the compiler
 vectorises (docs/schemes.md section 6, "Fused kernels"):
 
@@ -49,6 +49,7 @@ SHIFTER = 1.5 * 2.0**52
 SHIFTER_BITS = int(np.float64(SHIFTER).view(np.int64))
 TAYLOR = tuple(1 / math.factorial(j) for j in range(14))
 """1 / j!, each correctly rounded (integer true division)."""
+SQRT_2 = math.sqrt(2)
 EXP_ARGUMENTS = (-746.0, 710.0)
 """exp underflows to 0 below the first and overflows above the second in float64."""
 
@@ -155,4 +156,15 @@ def tangent(u, mean, variance, g, out):
         along = _centred_dot(us[i], means[i], gs[i], g_mean) / d / variances[i]
         for j in range(d):
             outs[i, j] = (gs[i, j] - g_mean) - along * (us[i, j] - means[i])
+    return out
+
+
+@numba.njit(fastmath=FLAGS, cache=True)
+def gelu(a, out):
+    """out = x (1 + erf(x / sqrt 2)) / 2 entrywise, evaluated in float64 with the C
+    library's erf and rounded to out's format, for C-contiguous a and out of one shape."""
+    entries, results = a.reshape(a.size), out.reshape(out.size)
+    for j in range(entries.shape[0]):
+        x = np.float64(entries[j])
+        results[j] = x * (1.0 + math.erf(x / SQRT_2)) / 2
     return out
