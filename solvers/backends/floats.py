@@ -183,7 +183,7 @@ class FusedFloatBackend(NativeFloatBackend):
     def gelu(self, a: Array) -> Array:
         """GELU as in the native formats (evaluated in float64, rounded to the format), in
         one pass with the C library's erf."""
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a)
         if not self._fits(a):
             return super().gelu(a)
         return fused.gelu(a, np.empty_like(a))

@@ -142,3 +142,15 @@ def test_the_tangent_projection_is_the_base_formula_and_tangent(rows, width, nam
     assert np.abs(got.astype(np.float64).mean(-1)).max() <= 4 * width * u_ * scale
     along = (got.astype(np.float64) * centred).mean(-1)
     assert np.abs(along).max() <= 4 * width * u_ * scale * np.abs(centred).max()
+
+
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_kernels_keep_the_shape_of_scalars_and_strided_arrays(name):
+    """A 0-d value stays 0-d, and a strided view (the base path: scipy's erf for GELU)
+    takes its copy's values (the kernels) to the format's rounding."""
+    bk = backend(name)
+    x = bk.asarray(0.75)
+    assert np.shape(bk.gelu(x)) == () and np.shape(bk.exp(x)) == ()
+    strided = bk.asarray(np.linspace(-3, 3, 24).reshape(4, 6))[:, ::2]
+    for f in (bk.gelu, bk.exp):
+        np.testing.assert_allclose(f(strided), f(strided.copy()), rtol=4 * bk.unit_roundoff)
