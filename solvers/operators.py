@@ -110,21 +110,22 @@ def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | No
     exactly those pre-activations are positive, which event location integrates. GELU has
     no kinks, so a pattern is ignored.
     """
-    hidden = hidden_preactivations(bk, u, layer)
     if layer.activation == "relu" and pattern is not None:
-        hidden = hidden * pattern
+        hidden = hidden_preactivations(bk, u, layer) * pattern
     else:
-        hidden = activate(bk, layer.activation, hidden)
+        hidden = activate(bk, layer.activation, bk.matmul(u, layer.w1), layer.b1)
     output = bk.matmul(hidden, layer.w2)
     output += layer.b2
     return output
 
 
-def activate(bk: Backend, activation: str, z: Array) -> Array:
-    """sigma(z) for the FFN's activation (solvers.weights.ACTIVATIONS): relu (max(z, 0),
-    written into z), gelu (z Phi(z)) or gelu-tanh (GELU's tanh form)."""
+def activate(bk: Backend, activation: str, z: Array, bias: Array) -> Array:
+    """sigma(z + b) for the FFN's activation (solvers.weights.ACTIVATIONS), the bias b
+    along the last axis: relu (max(z + b, 0), in one pass written into z), gelu
+    (x Phi(x) at x = z + b) or gelu-tanh (GELU's tanh form)."""
     if activation == "relu":
-        return bk.relu_(z)
+        return bk.bias_relu_(z, bias)
+    z += bias
     return bk.gelu(z) if activation == "gelu" else bk.gelu_tanh(z)
 
 
@@ -146,13 +147,9 @@ def layer_norm(
     UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
     """
     mean, variance = bk.moments(u, weights)
-    centred = u - mean
     if not np.any(bk.to_float64(eps)):
         _require_positive_variance(bk, variance)
-    centred /= bk.sqrt(variance + eps)
-    centred *= gain
-    centred += bias
-    return centred
+    return bk.normalise_rows(u, mean, variance, eps, gain, bias)
 
 
 def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Array:

@@ -154,6 +154,12 @@ class Backend(ABC):
     def relu_(self, a: Array) -> Array:
         """max(a, 0) elementwise, the projection onto the non-negative orthant, written into a."""
 
+    def bias_relu_(self, a: Array, bias: Array) -> Array:
+        """max(a + b, 0) elementwise, the bias b along the last axis, written into a: the
+        FFN's relu layer sigma(U W1 + b1) once U W1 is known (docs/model.md section 1)."""
+        a += bias
+        return self.relu_(a)
+
     @abstractmethod
     def gelu(self, a: Array) -> Array:
         """GELU(a) = a Phi(a) = a (1 + erf(a / sqrt 2)) / 2 elementwise (the exact form, as
@@ -182,6 +188,19 @@ class Backend(ABC):
         mean = self.sum(a * weights, -1)
         centred = a - mean
         return mean, self.sum(centred * centred * weights, -1)
+
+    def normalise_rows(
+        self, u: Array, mean: Array, variance: Array, eps: Array, gain: Array, bias: Array
+    ) -> Array:
+        """g (u - mean) / sqrt(variance + eps) + b per row, with u's `mean` and `variance`
+        (from `moments`; variance + eps > 0), `gain` g and `bias` b scalars or of length d:
+        the layer norm LN of docs/model.md section 1 once the moments are known, a fresh
+        array."""
+        centred = u - mean
+        centred /= self.sqrt(variance + eps)
+        centred *= gain
+        centred += bias
+        return centred
 
     def tangent_rows(
         self, u: Array, mean: Array, variance: Array, g: Array, weights: Array | None = None

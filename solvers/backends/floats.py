@@ -6,13 +6,13 @@ result (add, multiply, divide, exp, sqrt, relu) is rounded to the format; matrix
 products and reductions (sums over features or tokens, and the layer-norm mean and
 variance, as torch's half-precision layer-norm kernels compute them) take their operands
 exactly into float32, compute and accumulate in float32, and round the result once to
-the format. The unit
-roundoff u is 2^-11 for float16 and 2^-8 for bfloat16, against which bounds are stated;
-the float32 accumulation adds at most K 2^-24 relatively for a length-K sum.
+the format. The unit roundoff u is 2^-11 for float16 and 2^-8 for bfloat16, against which
+bounds are stated; the float32 accumulation adds at most K 2^-24 relatively for a length-K
+sum.
 
 The native floats round every operation to their own format (numpy and BLAS); float32
-and float64 run exp, the row softmax and the norms' moments in the fused kernels of
-solvers.backends.fused (docs/schemes.md section 6).
+and float64 run exp, the row softmax, the layer norm, the tangent projection, relu with its
+bias and GELU in the fused kernels of solvers.backends.fused (docs/schemes.md section 6).
 """
 
 from __future__ import annotations
@@ -173,9 +173,10 @@ class NativeFloatBackend(Backend):
 
 
 class FusedFloatBackend(NativeFloatBackend):
-    """float32 or float64, with exp, the row softmax, the layer-norm moments, the tangent
-    projection and GELU in fused kernels (solvers.backends.fused): the same formulas as the base
-    protocol, each row in one pass, exp vectorised (within 2u; the sums in any order)."""
+    """float32 or float64, with exp, the row softmax, the layer norm (moments and
+    normalisation), the tangent projection, relu with its bias and GELU in fused kernels
+    (solvers.backends.fused): the same formulas as the base protocol, each row in one
+    pass, exp vectorised (within 2u; the sums in any order)."""
 
     def exp(self, a: Array) -> Array:
         return fused.exp_(np.array(a, dtype=self.dtype, order="C"))
@@ -187,6 +188,17 @@ class FusedFloatBackend(NativeFloatBackend):
         if not self._fits(a):
             return super().gelu(a)
         return fused.gelu(a, np.empty_like(a))
+
+    def bias_relu_(self, a: Array, bias: Array) -> Array:
+        """max(a + b, 0) of the base protocol in one pass (arrays of other layouts or
+        formats take the base path)."""
+        bias = np.asarray(bias)
+        if (
+            not (self._fits(a) and a.ndim and a.flags.writeable and self._fits(bias))
+            or bias.shape != a.shape[-1:]
+        ):
+            return super().bias_relu_(a, bias)
+        return fused.bias_relu_(a, bias)
 
     def softmax_(self, scores: Array) -> Array:
         """The base protocol's row softmax (shift by the row maximum), in place; arrays that
@@ -202,6 +214,24 @@ class FusedFloatBackend(NativeFloatBackend):
             return super().moments(a, weights)
         mean = np.empty((*a.shape[:-1], 1), self.dtype)
         return fused.moments(a, mean, np.empty_like(mean))
+
+    def normalise_rows(
+        self, u: Array, mean: Array, variance: Array, eps: Array, gain: Array, bias: Array
+    ) -> Array:
+        """The layer norm of the base protocol given the moments, per row in one kernel
+        (arrays of other shapes or formats take the base path)."""
+        d = u.shape[-1] if np.ndim(u) else 0
+        gain, bias = np.asarray(gain), np.asarray(bias)
+        if not (
+            all(map(self._fits, (u, mean, variance)))
+            and mean.shape == (*u.shape[:-1], 1)
+            and variance.shape == mean.shape
+            and all(x.dtype == self.dtype and x.shape in ((), (d,)) for x in (gain, bias))
+            and np.ndim(eps) == 0
+        ):
+            return super().normalise_rows(u, mean, variance, eps, gain, bias)
+        gain, bias = (np.ascontiguousarray(np.broadcast_to(x, (d,))) for x in (gain, bias))
+        return fused.normalise(u, mean, variance, float(eps), gain, bias, np.empty_like(u))
 
     def tangent_rows(
         self, u: Array, mean: Array, variance: Array, g: Array, weights: Array | None = None

@@ -3,9 +3,10 @@
 numpy makes one pass over memory per operation, and its float64 exp is scalar on
 machines without AVX-512: the softmax of one (256, 256, 8, 1024) layer cost as much as
 all of its matrix products, and in small problems each numpy call costs microseconds.
-These kernels (exp, the row softmax, the norms' moments, the tangent projection, GELU) do a
-row's work in one pass while the row sits in cache, with an exp that the compiler
-vectorises (docs/schemes.md section 6, "Fused kernels"):
+These kernels (exp, the row softmax, the layer norm's moments and its normalisation, the
+tangent projection, relu with its bias, GELU) do a row's work in one pass while the row
+sits in cache, with an exp that the compiler vectorises (docs/schemes.md section 6, "Fused
+kernels"):
 
     exp(x) = 2^k p(r),  k = round(x / ln 2),  r = (x - k c_hi) - k c_lo,
     p(r) = sum_{j <= 13} r^j / j!,
@@ -135,6 +136,22 @@ def moments(a, mean, variance):
     return mean, variance
 
 
+@numba.njit(fastmath=FLAGS, cache=True)
+def normalise(u, mean, variance, eps, gain, bias, out):
+    """out_ij = gain_j (u_ij - mean_i) / sqrt(variance_i + eps) + bias_j: layer norm given
+    u's mean and variance (last axis 1), a float eps and gain and bias of length d; all
+    C-contiguous, u and out of one shape. The last multiply-add may be one fma."""
+    d = u.shape[-1]
+    us, outs = u.reshape(-1, d), out.reshape(-1, d)
+    means, variances = mean.reshape(-1), variance.reshape(-1)
+    for i in range(us.shape[0]):
+        centre = np.float64(means[i])
+        scale = math.sqrt(np.float64(variances[i]) + eps)
+        for j in range(d):
+            outs[i, j] = (us[i, j] - centre) / scale * gain[j] + bias[j]
+    return out
+
+
 @numba.njit(fastmath=SUM_FLAGS, cache=True)
 def _centred_dot(u, u_mean, g, g_mean):
     total = 0.0
@@ -157,6 +174,18 @@ def tangent(u, mean, variance, g, out):
         for j in range(d):
             outs[i, j] = (gs[i, j] - g_mean) - along * (us[i, j] - means[i])
     return out
+
+
+@numba.njit(fastmath=FLAGS, cache=True)
+def bias_relu_(a, bias):
+    """a_ij = max(a_ij + bias_j, 0) over the last axis, written into the C-contiguous a,
+    bias of length a.shape[-1]; NaN stays NaN."""
+    rows = a.reshape(-1, bias.shape[0])
+    for i in range(rows.shape[0]):
+        for j in range(bias.shape[0]):
+            x = rows[i, j] + bias[j]
+            rows[i, j] = x if not x < 0 else 0
+    return a
 
 
 @numba.njit(fastmath=FLAGS, cache=True)

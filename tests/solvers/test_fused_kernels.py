@@ -144,6 +144,94 @@ def test_the_tangent_projection_is_the_base_formula_and_tangent(rows, width, nam
     assert np.abs(along).max() <= 4 * width * u_ * scale * np.abs(centred).max()
 
 
+def _layer_norm_in_mpmath(u, gain, bias, eps):
+    """g (u - mean) / sqrt(var + eps) + b per row of float64 u, at 40 digits."""
+    out = np.empty(u.shape)
+    for i, row in enumerate(u.astype(np.float64)):
+        row = [mpmath.mpf(float(x)) for x in row]
+        mean = mpmath.fsum(row) / len(row)
+        scale = mpmath.sqrt(mpmath.fsum((x - mean) ** 2 for x in row) / len(row) + eps)
+        for j, x in enumerate(row):
+            out[i, j] = float(mpmath.mpf(float(gain[j])) * (x - mean) / scale + float(bias[j]))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(2, 40),
+    st.sampled_from([0.0, 1e-5, 0.5]),
+    st.booleans(),
+    st.sampled_from(["float32", "float64"]),
+)
+def test_layer_norm_matches_mpmath_and_projects_onto_s1(rows, width, eps, per_feature, name):
+    """The fused layer norm (moments, then normalise_rows) against mpmath at 40 digits on
+    the same stored inputs: within a few roundings of each output's terms; with eps = 0
+    and scalar gain sigma2 and bias sigma1 its rows have mean sigma1 and variance
+    sigma2^2 (Theorem 3.1, docs/model.md section 1)."""
+    bk = backend(name)
+    rng = np.random.default_rng(rows * 1000 + width)
+    u = (rng.standard_normal((rows, width)) * 5 + 3).astype(bk.dtype)
+    shape = (width,) if per_feature else ()
+    gain = (rng.uniform(0.5, 2, shape)).astype(bk.dtype)
+    bias = rng.standard_normal(shape).astype(bk.dtype)
+    mean, variance = bk.moments(u)
+    got = bk.normalise_rows(u, mean, variance, bk.asarray(eps), gain, bias)
+    assert got.dtype == bk.dtype and got.shape == u.shape
+    g, b = np.broadcast_to(gain, (width,)), np.broadcast_to(bias, (width,))
+    exact = _layer_norm_in_mpmath(u, g, b, float(bk.asarray(eps)))
+    unit = float(bk.unit_roundoff)
+    # the mean's error gamma_d max|u| over the deviation sd, the variance's gamma_d relative,
+    # then the subtraction, sqrt, division and the last multiply-add: a few units each
+    wide = u.astype(np.float64)
+    sd = np.sqrt(wide.var(-1, keepdims=True) + float(bk.asarray(eps)))
+    normalised = np.abs(exact - b) / np.abs(g)
+    size = np.abs(g) * (normalised + np.abs(wide).max(-1, keepdims=True) / sd) + np.abs(b)
+    assert np.all(np.abs(got - exact) <= 4 * (width + 4) * unit * size)
+    if eps == 0.0 and not per_feature:
+        rows_mean = got.astype(np.float64).mean(-1, keepdims=True)
+        assert np.all(np.abs(rows_mean - float(bias)) <= 4 * (width + 4) * unit * size.max())
+        relative = np.abs(got.astype(np.float64).var(-1) / float(gain) ** 2 - 1)
+        assert relative.max() <= 16 * (width + 4) * unit * (1 + np.abs(wide).max() / sd.min())
+
+
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_layer_norm_kernel_and_base_path_agree_on_batches_and_views(name):
+    """A batch of states (leading axes) takes the kernel; a strided view takes the base
+    formula: both within the format's rounding of each other."""
+    bk = backend(name)
+    u = bk.asarray(np.random.default_rng(3).standard_normal((2, 3, 5, 16)))
+    gain, bias = bk.asarray(np.linspace(0.5, 2, 16)), bk.asarray(0.25)
+    mean, variance = bk.moments(u)
+    eps = bk.asarray(1e-5)
+    fused_rows = bk.normalise_rows(u, mean, variance, eps, gain, bias)
+    base_rows = Backend.normalise_rows(bk, u, mean, variance, eps, gain, bias)
+    np.testing.assert_allclose(fused_rows, base_rows, rtol=0, atol=64 * bk.unit_roundoff)
+    view = u[..., ::2]
+    mean, variance = bk.moments(view.copy())
+    strided = bk.normalise_rows(view, mean, variance, eps, gain[::2], bias)
+    contiguous = bk.normalise_rows(view.copy(), mean, variance, eps, gain[::2].copy(), bias)
+    np.testing.assert_allclose(strided, contiguous, rtol=0, atol=64 * bk.unit_roundoff)
+
+
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_bias_relu_is_the_correctly_rounded_sum_then_the_projection(name):
+    """max(a + b, 0): IEEE addition is correctly rounded, so the kernel equals numpy's
+    a + b followed by the projection onto {z >= 0} bit for bit, NaN staying NaN and
+    infinities kept, on a batch (kernel) and a strided view (base path)."""
+    bk = backend(name)
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((3, 7, 33)) * 10).astype(bk.dtype)
+    a[0, 0, :3] = [np.nan, np.inf, -np.inf]
+    bias = (rng.standard_normal(33) * 10).astype(bk.dtype)
+    expected = np.maximum(a + bias, 0)
+    got = bk.bias_relu_(a.copy(), bias)
+    np.testing.assert_array_equal(got, expected)
+    assert np.isnan(got[0, 0, 0]) and got[0, 0, 1] == np.inf and got[0, 0, 2] == 0
+    view = a.copy()[..., ::3]
+    np.testing.assert_array_equal(bk.bias_relu_(view, bias[::3]), expected[..., ::3])
+
+
 @pytest.mark.parametrize("name", ["float32", "float64"])
 def test_kernels_keep_the_shape_of_scalars_and_strided_arrays(name):
     """A 0-d value stays 0-d, and a strided view (the base path: scipy's erf for GELU)
