@@ -353,10 +353,10 @@ class Controller:
         bk, flow = self.bk, self.flow
         field = partial(flow.field, n, pattern=pattern)
         k1 = field(t, u)
-        k2 = field(t + h, u + h * k1)
+        k2 = field(t + h, u + k1 * h)
         self.work.evaluations += 2
         self.work.accepted += 1
-        state = flow.project(n, t + h, u + h * (k1 + k2) / 2)
+        state = flow.project(n, t + h, u + (k1 + k2) * h / 2)
         drift = float(np.max(np.abs(bk.to_float64(k2 - k1))))
         self.error += bk.to_float64(h) * drift / 2 + self.rounding(1) * bk.scale(u)
         self.error += bk.max_radius(state)

@@ -157,10 +157,10 @@ def extrapolation_rows(
     for j in range(1, levels + 1):
         n = 2 * j
         step = h / n
-        before, current = u, u + step * start
+        before, current = u, u + start * step
         for i in range(1, n):
-            before, current = current, before + (2 * step) * field(t + step * i, current)
-        row = [(current + before + step * field(t + h, current)) / 2]
+            before, current = current, before + field(t + step * i, current) * (2 * step)
+        row = [(current + before + field(t + h, current) * step) / 2]
         for k in range(1, j):
             ratio = bk.asarray(Fraction(j, j - k) ** 2 - 1)
             row.append(row[k - 1] + (row[k - 1] - previous_row[k - 1]) / ratio)
