@@ -193,17 +193,14 @@ class FusedFloatBackend(NativeFloatBackend):
         """max(a + b, 0) of the base protocol in one pass (arrays of other layouts or
         formats take the base path)."""
         bias = np.asarray(bias)
-        if (
-            not (self._fits(a) and a.ndim and a.flags.writeable and self._fits(bias))
-            or bias.shape != a.shape[-1:]
-        ):
+        if not (self._fits_in_place(a) and self._fits(bias) and bias.shape == a.shape[-1:]):
             return super().bias_relu_(a, bias)
         return fused.bias_relu_(a, bias)
 
     def softmax_(self, scores: Array) -> Array:
         """The base protocol's row softmax (shift by the row maximum), in place; arrays that
         are not C-contiguous, writeable and of this format take the base path."""
-        if not (self._fits(scores) and scores.ndim and scores.flags.writeable):
+        if not self._fits_in_place(scores):
             return super().softmax_(scores)
         return fused.softmax_(scores)
 
@@ -223,9 +220,7 @@ class FusedFloatBackend(NativeFloatBackend):
         d = u.shape[-1] if np.ndim(u) else 0
         gain, bias = np.asarray(gain), np.asarray(bias)
         if not (
-            all(map(self._fits, (u, mean, variance)))
-            and mean.shape == (*u.shape[:-1], 1)
-            and variance.shape == mean.shape
+            self._fits_rows(u, mean, variance)
             and all(x.dtype == self.dtype and x.shape in ((), (d,)) for x in (gain, bias))
             and np.ndim(eps) == 0
         ):
@@ -239,11 +234,8 @@ class FusedFloatBackend(NativeFloatBackend):
         """Pi_T(u) g of the base protocol, per row in one kernel (quadrature weights and
         arrays of other shapes or formats take the base path)."""
         if (
-            weights is not None
-            or not all(map(self._fits, (u, mean, variance, g)))
+            not (weights is None and self._fits_rows(u, mean, variance) and self._fits(g))
             or g.shape != u.shape
-            or mean.shape != (*u.shape[:-1], 1)
-            or variance.shape != mean.shape
         ):
             return super().tangent_rows(u, mean, variance, g, weights)
         return fused.tangent(u, mean, variance, g, np.empty_like(g))
@@ -252,6 +244,18 @@ class FusedFloatBackend(NativeFloatBackend):
         """Whether a kernel can take `a`: a non-empty C-contiguous array of this format."""
         return (
             type(a) is np.ndarray and a.dtype == self.dtype and a.size > 0 and a.flags.c_contiguous
+        )
+
+    def _fits_in_place(self, a: Array) -> bool:
+        """Whether a kernel can work along the last axis of `a` and write into it."""
+        return self._fits(a) and a.ndim > 0 and a.flags.writeable
+
+    def _fits_rows(self, u: Array, mean: Array, variance: Array) -> bool:
+        """Whether a kernel can take rows u with their moments (last axis 1)."""
+        return (
+            all(map(self._fits, (u, mean, variance)))
+            and mean.shape == (*u.shape[:-1], 1)
+            and variance.shape == mean.shape
         )
 
 
