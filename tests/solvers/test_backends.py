@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 
 import flint
 import ml_dtypes
@@ -149,6 +150,61 @@ def test_float64_agrees_with_mpmath_at_50_digits(seed, norm):
     reference = backend("mpmath", 50).to_float64(solve(problem, backend=backend("mpmath", 50)))
     got = solve(problem)
     assert np.abs(got - reference).max() <= 1e-13 * np.abs(reference).max()
+
+
+_MPF = st.one_of(
+    st.just(0),
+    st.builds(
+        lambda man, exp: mpmath.mpf((man, exp)),
+        st.integers(-(2**40), 2**40),
+        st.integers(-50, 50),  # within the integer path's spread at 5 digits (144 bits)
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    digits=st.sampled_from([5, 30, 100]),
+    shape=st.tuples(*[st.integers(0, 4)] * 3),
+    data=st.data(),
+)
+def test_mpmath_products_are_the_exact_sums_rounded_once(digits, shape, data):
+    """Each entry of an mpmath matrix product is sum_k x_ik y_kj computed in rationals
+    (Fractions of the stored numbers, wide exponent ranges and zeros included) and
+    rounded once to nearest by mpmath's from_rational."""
+    n, k, m = shape
+    bk = backend("mpmath", digits)
+    x = bk.asarray(np.array(data.draw(st.lists(_MPF, min_size=n * k, max_size=n * k)), object))
+    y = bk.asarray(np.array(data.draw(st.lists(_MPF, min_size=k * m, max_size=k * m)), object))
+    x, y = x.reshape(n, k), y.reshape(k, m)
+    got = bk.matmul(x, y)
+    assert got.shape == (n, m)
+    prec = bk.context.prec
+    for i in range(n):
+        for j in range(m):
+            total = sum(
+                (_fraction(x[i, c]) * _fraction(y[c, j]) for c in range(k)), start=Fraction(0)
+            )
+            want = mpmath.libmp.from_rational(total.numerator, total.denominator, prec, "n")
+            assert got[i, j]._mpf_ == want
+
+
+def test_mpmath_products_with_infinities_or_wide_exponents_take_fdot():
+    """inf, and a row holding 1 and 2^-100000 (an integer of 100000 bits), go to fdot."""
+    bk = backend("mpmath", 30)
+    x = bk.asarray(np.array([[1.0, np.inf], [2.0, 3.0]]))
+    y = bk.asarray(np.array([[1.0], [-1.0]]))
+    got = bk.matmul(x, y)
+    assert mpmath.isinf(got[0, 0]) and got[0, 0] < 0 and got[1, 0] == -1
+    tiny = bk.context.ldexp(1, -100000)
+    wide = bk.asarray(np.array([[1, tiny]], dtype=object))
+    got = bk.matmul(wide, bk.asarray(np.array([[1.0], [1.0]])))
+    assert got[0, 0] == bk.context.fdot([1, tiny], [1, 1]) == 1
+
+
+def _fraction(x: mpmath.mpf) -> Fraction:
+    sign, man, exp, _ = x._mpf_
+    return (-1) ** sign * Fraction(int(man)) * Fraction(2) ** int(exp)
 
 
 @pytest.mark.parametrize("seed", range(2))

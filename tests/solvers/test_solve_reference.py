@@ -180,7 +180,7 @@ STIFF_CASES = [(norm, ("float64",), m) for norm in ("none", "post") for m in (1,
     ("none", ("mpmath", 30), 1),
 ]
 """Every case in float64; in mpmath the one that used to divide by zero, as a call takes
-20 to 30 s there (its steps are far shorter than 1/8, to its 1e-28 tolerance, so every m
+about 18 s there (its steps are far shorter than 1/8, to its 1e-28 tolerance, so every m
 does the same work): the other seven pass too (measured when this test was written; the
 issue-15 closing note has the figures)."""
 
