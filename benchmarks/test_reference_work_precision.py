@@ -20,21 +20,23 @@ prec * (degree + 1) bits (about 5000 at 30 digits, 13000 at 50), so its field is
 at mpmath's current precision, as a field written for mpmath is; one held at the working
 precision would feed it noise and it would shrink its series without end.
 
-Intervals: [0, 1/4] at 30 digits, an eighth of the issue's T = 2 (odefun takes about
-60 s there, as the issue measured). At 50 digits each odefun series costs over two minutes
-(78 field evaluations at about 13000 bits, mpmath's pure-Python erf in GELU dominating)
-and the first covers [0, 0.062]: the interval is [0, 1/32], inside it, so that the module
-runs in about five minutes. The ratio depends on the interval: at 30 digits, measured
-while choosing it, about 17x on [0, 1/16] (one odefun series, at its lower first
-precision), 67x on [0, 1/4] and 100x on [0, 1].
+Intervals: [0, 1/4] at 30 digits, an eighth of the issue's T = 2 (odefun took about 60 s
+there without gmpy2, as the issue measured). At 50 digits each odefun series cost over two
+minutes without gmpy2 (78 field evaluations at about 13000 bits, mpmath's pure-Python erf
+in GELU dominating) and the first covers [0, 0.062]: the interval is [0, 1/32], inside
+it, so that the module runs in minutes. The ratio depends on the interval: at 30 digits,
+measured without gmpy2 while choosing it, about 17x on [0, 1/16] (one odefun series, at
+its lower first precision), 67x on [0, 1/4] and 100x on [0, 1].
 
-Measured on a quiet 2-core machine (2026-12-02): arb 539x at 30 digits and 1615x at 50,
-mpmath 346x at 50, each with fewer evaluations than the fixed steps; mpmath at 30 digits
-68x, short of the target. There tol = 10^-26 is 10^5 unit roundoffs: the modelled
-rounding of column 14, the last usable, takes half of it, the first step (the whole
-interval) is rejected at 1.5 times what is left, and the rejected 211 evaluations are
-42% of the run's 503 (arb's balls measure their rounding at 32 guard bits, and the same
-step is accepted).
+Measured on a quiet 2-core machine (2026-12-03) with gmpy2, a core dependency on which
+mpmath's numbers are GMP integers (odefun gains most: its numbers have 5000 to 13000
+bits): odefun 9.2 s at 30 digits and 17.9 s at 50 (52.2 s and 119 s with MPMATH_NOGMPY=1);
+arb 134x at 30 digits and 284x at 50, mpmath 108x at 50, each with fewer evaluations
+than the fixed steps; mpmath at 30 digits 22x, short of the target (101x against odefun
+without gmpy2). There tol = 10^-26 is 10^5 unit roundoffs: the modelled rounding of
+column 14, the last usable, takes half of it, the first step (the whole interval) is
+rejected at 1.5 times what is left, and the rejected 211 evaluations are 42% of the run's
+503 (arb's balls measure their rounding at 32 guard bits, and the same step is accepted).
 
     python -m pytest benchmarks/test_reference_work_precision.py --benchmark-only -s
 """
