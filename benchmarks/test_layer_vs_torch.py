@@ -10,7 +10,8 @@ measured: tide's median time at most torch's (RATIO_TARGET), and tide at no less
 for their shapes, leave little room: the element-wise work (softmax, norms, relu, bias
 adds) must be nearly free. Where torch's BLAS is faster than numpy's at those shapes
 (MKL against OpenBLAS on Intel machines), the products alone can exceed torch's whole
-layer, and the ratio target cannot be met by tide's own work: the printed line says so.
+layer, and then the ratio target cannot be met by tide's own work: the printed line gives
+the products' time over torch's and over tide's.
 
     python -m pytest benchmarks --benchmark-only -s
 """
