@@ -180,9 +180,9 @@ def _scaled(vectors: list[list], spread: int) -> tuple[list[list], int] | None:
     except AttributeError:
         return None
     flat = [p for vector in parts for p in vector]
-    of_nonzeros = [p[2] for p in flat if p[1]]
-    if len(of_nonzeros) < len(flat) and any(p[2] for p in flat if not p[1]):
+    if any(p[2] for p in flat if not p[1]):
         return None  # inf or nan (mantissa 0, exponent not 0)
+    of_nonzeros = [p[2] for p in flat if p[1]]
     low = min(of_nonzeros, default=0)
     if of_nonzeros and max(of_nonzeros) - low > spread:
         return None
