@@ -27,7 +27,14 @@ order. Kernels take C-contiguous arrays and work along the last axis.
 They run on the calling thread. Spread over the cores (prange) they were faster alone
 but slower inside a layer: numba's thread pool and OpenBLAS's, each waiting for work by
 spinning, took the two cores from each other (a (256, 256, 8, 1024) layer 16.6 to 26 ms
-with the workqueue, TBB or OpenMP pools against 13.5 ms on one thread).
+with the workqueue, TBB or OpenMP pools against 13.5 ms on one thread). Splitting a
+layer's row-local work instead into two blocks of token rows, each on its own thread with
+the BLAS held at one thread and these kernels releasing the GIL, gave no reliable gain
+(in three alternating runs 6.5, 6.7 and 8.0 ms against 7.2 to 7.5 ms serially, on an Intel
+Xeon with two vCPUs; attention alone 4.5 against 3.9 ms, the FFN 2.5 against 2.3 ms): a
+(128 x 256) @ (256 x 1024) product took 0.92 ms alone on one thread and 1.35 ms with a
+second one beside it, so the split (256 x 256) @ (256 x 1024) took 1.86 ms against 0.94 ms
+on OpenBLAS's two threads.
 """
 
 from __future__ import annotations
