@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy import stats
+import scipy.special
 
 from solvers.errors import InvalidInputError
 from solvers.line_fit import fit_line
@@ -238,7 +238,7 @@ def _curved(log_h: np.ndarray, log_e: np.ndarray) -> bool:
     dof = len(log_h) - 3
     sigma = max(math.sqrt(float(residuals @ residuals) / dof), MIN_RELATIVE_NOISE)
     covariance = np.linalg.inv(design.T @ design) * sigma**2
-    return abs(coefficients[0]) / math.sqrt(covariance[0, 0]) > stats.t.ppf(0.975, dof)
+    return abs(coefficients[0]) / math.sqrt(covariance[0, 0]) > scipy.special.stdtrit(dof, 0.975)
 
 
 def _consistent_from_the_fine_end(log_h: np.ndarray, log_e: np.ndarray) -> int:
@@ -265,7 +265,7 @@ def _consistent_from_the_fine_end(log_h: np.ndarray, log_e: np.ndarray) -> int:
             1 + 1 / len(x) + (x0 - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum()
         )
         miss = np.abs(log_e[candidates] - (slope * x0 + intercept))
-        if np.all(miss > stats.t.ppf(0.995, len(x) - 2) * error):
+        if np.all(miss > scipy.special.stdtrit(len(x) - 2, 0.995) * error):
             break
         start -= 1
     return start

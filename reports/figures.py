@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure as MplFigure
 
 from convergence.order import OrderEstimate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as MplFigure
 
 
 @dataclass
@@ -42,6 +44,9 @@ def named_figure(title: str, caption: str, series: Sequence, draw: Callable[[], 
 
 
 def _axes(title: str, xlabel: str, ylabel: str) -> tuple[MplFigure, Any]:
+    # matplotlib is imported when a report is drawn: the study's workers never need it
+    from matplotlib.figure import Figure as MplFigure
+
     figure = MplFigure(figsize=(6.4, 4.4), layout="constrained")
     axes = figure.add_subplot()
     axes.set_title(title, fontsize=10)

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+import scipy.special
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def fit_line(x: object, y: object, confidence: float = 0.95) -> Fit:
     a = float(y.mean() - b * x.mean())
     residuals = y - (a + b * x)
     sigma = math.sqrt(float(residuals @ residuals) / (n - 2))
-    quantile = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
+    quantile = float(scipy.special.stdtrit(n - 2, 0.5 + confidence / 2))  # Student t quantile
     se_b = sigma / math.sqrt(spread)
     db = quantile * se_b
     da = quantile * sigma * math.sqrt(1 / n + x.mean() ** 2 / spread)

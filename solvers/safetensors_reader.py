@@ -18,7 +18,6 @@ import math
 from itertools import pairwise
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 
 from solvers.errors import InvalidInputError
@@ -26,12 +25,22 @@ from solvers.errors import InvalidInputError
 MAX_HEADER = 100 << 20
 """The largest header accepted (as the reference implementation does)."""
 DTYPES = {
-    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
-    "BF16": np.dtype(ml_dtypes.bfloat16),
-    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
-    "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
-    "BOOL": np.dtype("?"),
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "bfloat16",
+    "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
+    "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1",
+    "BOOL": "?",
 }  # fmt: skip
+"""safetensors' dtype codes and numpy's names for them (bfloat16: ml_dtypes')."""
+
+
+def numpy_dtype(code: str) -> np.dtype:
+    """The numpy dtype of a safetensors dtype code in DTYPES. ml_dtypes, whose import takes
+    half a second, is imported only for BF16 (tide's worker processes start faster)."""
+    if DTYPES[code] == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(DTYPES[code])
 
 
 def read_safetensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -95,4 +104,4 @@ def _entry(name: str, entry: object, refuse) -> tuple[np.dtype, tuple[int, ...],
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape + offsets)
     ):
         raise refuse(f"tensor {name!r} has a malformed shape or data_offsets")
-    return DTYPES[dtype], tuple(shape), offsets
+    return numpy_dtype(dtype), tuple(shape), offsets
