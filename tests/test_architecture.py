@@ -1,10 +1,13 @@
 """The house rules of ARCHITECTURE.md, checked on the source: imports flow one way with no
-cycle, library modules stay small, and every docs/ section the code cites exists."""
+cycle, library modules stay small, every docs/ section the code cites exists, and a study
+worker imports nothing that only drawing or reading models needs."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,18 @@ def test_every_cited_docs_section_exists(page, section):
     assert re.search(rf"^## {section}\. ", path.read_text(), re.MULTILINE), (
         f"docs/{page} has no section {section}"
     )
+
+
+def test_study_workers_do_not_import_what_only_reports_and_readers_need():
+    """A study worker imports the runner and its experiments; matplotlib (drawing a report),
+    ml_dtypes (reading BF16 tensors) and scipy.stats took a second of each worker's start-up
+    and are imported where they are used instead."""
+    heavy = ("matplotlib", "ml_dtypes", "scipy.stats", "torch", "transformers")
+    code = (
+        "import sys, reports.runner, reports.study; "
+        f"print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == []
