@@ -180,7 +180,7 @@ class Controller:
         of their start and stop at the first kink (docs/schemes.md section 4)."""
         bk, flow = self.bk, self.flow
         relu = any(w.activation == "relu" for w in flow.controls.acting_on(n))
-        silent = silent_units(flow.controls, n)
+        silent = silent_units(flow, n)
         end = t + length
         positive = None
         if relu and pattern is None:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 
 from solvers.backends import Array, Backend
-from solvers.controls import Controls
 from solvers.errors import IntegrationError
+from solvers.flow import LayerFlow
 
 MAX_ROOT_ITERATIONS = 200
 MAX_NARROWINGS = 64
@@ -20,10 +20,15 @@ Trial = Callable[[Array], tuple[Array, Array]]
 """tau -> (the state at t + tau along the step's frozen-pattern flow, its pre-activations)."""
 
 
-def silent_units(controls: Controls, n: int) -> np.ndarray:
-    """Hidden units whose row of W2 is zero at every time of layer n: they change nothing
-    when they switch, so their crossings are not events."""
-    return ~np.any([w.w2.any(axis=1) for w in controls.acting_on(n)], axis=0)
+def silent_units(flow: LayerFlow, n: int) -> np.ndarray:
+    """Hidden units whose crossings are not events, broadcastable against the
+    pre-activations: units whose row of W2 is zero at every time of layer n (they change
+    nothing when they switch), and every unit of a masked token (its row is seen by
+    nobody, docs/model.md section 6: it keeps the pattern its layer started with)."""
+    silent = ~np.any([w.w2.any(axis=1) for w in flow.controls.acting_on(n)], axis=0)
+    if flow.real_tokens is None:
+        return silent
+    return silent | ~flow.real_tokens[..., None]
 
 
 def crossings(bk: Backend, z: Array, positive: np.ndarray, silent: np.ndarray) -> np.ndarray:

@@ -74,7 +74,7 @@ class Extrapolation(SteppingMethod):
         end = span.start + span.length
         t = span.start
         positive = bk.to_float64(flow.preactivations(n, t, u)) > 0
-        silent = silent_units(flow.controls, n)
+        silent = silent_units(flow, n)
         while bk.to_float64(end - t) > 0:
             size = h if bk.to_float64(end - t - h) > 0 else end - t
             pattern = bk.asarray(positive.astype(np.float64))

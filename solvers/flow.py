@@ -32,9 +32,10 @@ class LayerFlow:
 
     Built from its parts: the controls (layer n's weights on [n, n + 1]), the norm
     placement, the attention's score bias B and token maps (already in bk), the feature
-    weights w^y of the norms' statistics (float64 or None: 1/d each) and a manufactured
-    solution whose forcing joins the attention term. `from_problem` takes them from a
-    Problem.
+    weights w^y of the norms' statistics (float64 or None: 1/d each), a manufactured
+    solution whose forcing joins the attention term, and which tokens are real (the
+    padding mask, (..., N) booleans; None: all), whose rows alone are judged (event
+    location skips the others). `from_problem` takes them from a Problem.
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class LayerFlow:
         token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
         feature_weights: object = None,
         manufactured: ManufacturedSolution | None = None,
+        real_tokens: np.ndarray | None = None,
     ) -> None:
         self.bk = bk
         self.controls = controls
@@ -54,6 +56,7 @@ class LayerFlow:
         self.score_bias = score_bias
         self.token_maps = token_maps
         self.manufactured = manufactured
+        self.real_tokens = real_tokens
         if feature_weights is not None:  # normalised to sum exactly 1 at working precision
             feature_weights = bk.asarray(feature_weights, "feature_weights")
             feature_weights = feature_weights / bk.sum(feature_weights, -1)
@@ -71,6 +74,7 @@ class LayerFlow:
             token_maps=problem.token_operators(bk),
             feature_weights=problem.feature_weights,
             manufactured=problem.manufactured,
+            real_tokens=problem.mask,
         )
 
     def layer(self, n: int, t: Array) -> BackendLayer:

@@ -12,7 +12,7 @@ from solvers.controls import Controls, PiecewiseControls, SmoothControls
 from solvers.errors import InvalidInputError
 from solvers.manufactured import ManufacturedSolution
 from solvers.operators import LAYER_NORMS, TokenMap
-from solvers.validation import choice, finite_array, positive_int
+from solvers.validation import choice, finite_array, positive_int, token_mask
 from solvers.weights import frozen
 
 
@@ -34,7 +34,11 @@ class Problem:
     keys and values on a coarser grid of M tokens when strided), or a selection of the
     rows that act as keys (passive probe tokens, solvers.vit.probed_problem); None means
     the identity. With token maps, `token_weights` has one weight per key (M), and
-    `causal` is not allowed.
+    `causal` and `mask` are not allowed.
+    `mask` (0/1 of shape (N,), or (B, N) for a batch u0; 1 for a real token) is a padding
+    mask: the token measure restricted to the real tokens (docs/model.md section 6). No
+    token attends to a masked one; a masked token attends to itself only, so its row is
+    carried, defined, and seen by nobody. None means every token is real.
     """
 
     u0: np.ndarray
@@ -46,6 +50,7 @@ class Problem:
     feature_weights: np.ndarray | None = None
     manufactured: ManufacturedSolution | None = None
     token_maps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    mask: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.controls, PiecewiseControls | SmoothControls):
@@ -72,6 +77,8 @@ class Problem:
             raise InvalidInputError(f"causal must be True or False, got {self.causal!r}")
         if self.token_maps is not None:
             object.__setattr__(self, "token_maps", self._checked_token_maps(self.token_maps))
+        if self.mask is not None:
+            object.__setattr__(self, "mask", self._checked_mask(self.mask))
         if self.token_weights is not None:
             keys = self.tokens if self.token_maps is None else len(self.token_maps[1])
             weights = finite_array("token_weights", self.token_weights, (keys,))
@@ -111,6 +118,15 @@ class Problem:
         positive_int("the key grid size (rows of C_k)", key.shape[0])
         return frozen(query), frozen(key), frozen(value)
 
+    def _checked_mask(self, mask: object) -> np.ndarray:
+        if self.token_maps is not None:
+            raise InvalidInputError(
+                "a padding mask cannot be combined with token_maps (keys and queries are "
+                "different token sets)"
+            )
+        shape = self.u0.shape[:-1] if np.ndim(mask) == 2 else (self.tokens,)
+        return token_mask("mask", mask, shape)
+
     def _check_manufactured(self, star: ManufacturedSolution) -> None:
         if not isinstance(star, ManufacturedSolution):
             raise InvalidInputError(
@@ -144,17 +160,40 @@ class Problem:
     def tokens(self) -> int:
         return self.u0.shape[-2]
 
+    def real_tokens(self) -> np.ndarray:
+        """Which rows are real tokens, broadcastable against u0's leading axes (..., N): the
+        mask, or every token."""
+        return np.ones(self.tokens, bool) if self.mask is None else self.mask
+
+    def blocked(self) -> np.ndarray | None:
+        """Where query i may not attend to key j (..., N, N), from the causal mask and the
+        padding mask (a masked query sees itself only); None when nothing is blocked."""
+        if not self.causal and self.mask is None:
+            return None
+        n = self.tokens
+        blocked = np.triu(np.ones((n, n), bool), k=1) if self.causal else np.zeros((n, n), bool)
+        if self.mask is not None:
+            real = self.mask[..., None, :]
+            blocked = np.where(real.swapaxes(-1, -2), blocked | ~real, ~np.eye(n, dtype=bool))
+            if blocked.ndim == 3:  # one per batch entry, shared by the heads
+                blocked = blocked[:, None]
+        return blocked
+
     def score_bias(self, bk: Backend) -> Array | None:
-        """The additive attention bias B: log w^x per key, and -inf above the diagonal if causal."""
-        if self.token_weights is None and not self.causal:
+        """The additive attention bias B: log w^x per key, and -inf where a query may not see
+        a key (`blocked`: above the diagonal if causal, masked tokens), of shape (N, N), or
+        (B, 1, N, N) with a per-input mask."""
+        blocked = self.blocked()
+        if self.token_weights is None and blocked is None:
             return None
         if self.token_maps is not None:  # one weight per key, for every query
             return bk.log(bk.asarray(self.token_weights, name="token_weights"))
-        bias = bk.asarray(np.zeros((self.tokens, self.tokens)))
+        shape = (self.tokens, self.tokens) if blocked is None else blocked.shape
+        bias = bk.asarray(np.zeros(shape))
         if self.token_weights is not None:
             bias += bk.log(bk.asarray(self.token_weights, name="token_weights"))
-        if self.causal:
-            bias[np.triu_indices(self.tokens, k=1)] = bk.asarray(-np.inf)
+        if blocked is not None:
+            bias[blocked] = bk.asarray(-np.inf)
         return bias
 
     def token_operators(self, bk: Backend) -> tuple[TokenMap, TokenMap, TokenMap] | None:

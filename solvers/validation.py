@@ -64,6 +64,24 @@ def positive_sweep(name: str, values: object, minimum: int = 1) -> np.ndarray:
     return array
 
 
+def token_mask(name: str, value: object, shape: Sequence[int]) -> np.ndarray:
+    """`value` as a read-only boolean padding mask of `shape` (..., N): entries 0 or 1 (or
+    booleans), 1 for a real token, and at least one real token in every row."""
+    array = np.asarray(value)
+    if array.shape != tuple(shape):
+        wanted = "(" + ", ".join(str(s) for s in shape) + ")"
+        raise InvalidInputError(f"{name} must have shape {wanted}, got {array.shape}")
+    if array.dtype.kind not in "biuf" or not np.isin(array, (0, 1)).all():
+        raise InvalidInputError(f"{name} must hold only 0 and 1, got {array.dtype} entries")
+    mask = array.astype(bool)
+    empty = ~mask.any(axis=-1)
+    if empty.any():
+        row = tuple(int(i) for i in np.argwhere(empty)[0])
+        raise InvalidInputError(f"{name} has no real token (no 1) in row {row}")
+    mask.flags.writeable = False
+    return mask
+
+
 def choice(name: str, value: object, allowed: Sequence[str]) -> str:
     """`value` if it is one of `allowed`."""
     if value not in allowed:
