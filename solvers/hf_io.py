@@ -1,15 +1,18 @@
 """Hugging Face BERT, ViT and GPT-2 read from their configuration and tensors (a
 state_dict's names, as `save_pretrained` writes them), without importing transformers
-(docs/networks.md section 2).
+(docs/networks.md sections 2 and 5).
 
 - BERT: post-LN encoder layers, per-feature affine norms, eps = layer_norm_eps; the
-  activation from hidden_act. BertForSequenceClassification's readout is the pooler
-  (dense and tanh on the first token) and the classifier.
-- ViT: pre-LN layers; the final layernorm belongs to the readout, and
-  ViTForImageClassification's classifier acts on the first (class) token after it.
+  activation from hidden_act; the embedding is word + position + token type 0, then its
+  layer norm. BertForSequenceClassification's readout is the pooler (dense and tanh on
+  the first token) and the classifier.
+- ViT: pre-LN layers; the embedding is the patch convolution, class token and positions;
+  the final layernorm belongs to the readout, and ViTForImageClassification's classifier
+  acts on the first (class) token after it.
 - GPT-2: pre-LN, causal layers, Conv1D weights acting on the right, gelu_new (GELU's tanh
-  form); ln_f belongs to the readout, and GPT2ForSequenceClassification's score acts on
-  the last token (inputs are unpadded: the attention has no padding mask).
+  form); the embedding is wte + wpe; ln_f belongs to the readout.
+  GPT2ForSequenceClassification's score acts on the last real token, GPT2LMHeadModel's
+  head (lm_head, or wte when tied and save_pretrained left lm_head out) on every token.
 
 Names are looked up under the task model's prefix ("bert.", "vit.", "transformer.") or
 none (the bare model); ViT's layers are read under transformers 5's names
@@ -24,8 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from solvers.embedding import PatchEmbedding, TokenEmbedding
 from solvers.errors import InvalidInputError
-from solvers.model import Dense, Model, Readout
+from solvers.model import Model
+from solvers.readout import Dense, Readout
 from solvers.weights import LayerWeights, torch_style_norm
 
 HF_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu-tanh",
@@ -170,7 +175,13 @@ def _bert(config: Mapping[str, Any], t: Tensors) -> Model:
                 activation,
             )
         )
-    return Model(tuple(layers), "post", False, None, t.source)
+    embedding = TokenEmbedding(
+        t("embeddings.word_embeddings.weight", (int(config["vocab_size"]), d)),
+        t("embeddings.position_embeddings.weight", (int(config["max_position_embeddings"]), d)),
+        t("embeddings.token_type_embeddings.weight", (int(config.get("type_vocab_size", 2)), d))[0],
+        (*_norm(t, "embeddings.LayerNorm", d), float(config.get("layer_norm_eps", 1e-12))),
+    )
+    return Model(tuple(layers), "post", False, None, t.source, embedding)
 
 
 def _vit(config: Mapping[str, Any], t: Tensors) -> Model:
@@ -204,7 +215,17 @@ def _vit(config: Mapping[str, Any], t: Tensors) -> Model:
             )
         )
     final = Readout(norm=(*_norm(t, "layernorm", d), eps))
-    return Model(tuple(layers), "pre", False, final, t.source)
+    patch, channels = int(config["patch_size"]), int(config.get("num_channels", 3))
+    size = config["image_size"]
+    height, width = (size, size) if isinstance(size, int) else size
+    count = (int(height) // patch) * (int(width) // patch)
+    embedding = PatchEmbedding(
+        t("embeddings.patch_embeddings.projection.weight", (d, channels, patch, patch)),
+        t("embeddings.patch_embeddings.projection.bias", (d,)),
+        t("embeddings.cls_token", (1, 1, d))[0, 0],
+        t("embeddings.position_embeddings", (1, count + 1, d))[0],
+    )
+    return Model(tuple(layers), "pre", False, final, t.source, embedding)
 
 
 def _gpt2(config: Mapping[str, Any], t: Tensors) -> Model:
@@ -237,12 +258,17 @@ def _gpt2(config: Mapping[str, Any], t: Tensors) -> Model:
         )  # fmt: skip
         layers.append(layer if scale is None else replace(layer, scale=scale))
     final = Readout(norm=(*_norm(t, "ln_f", d), eps))
-    return Model(tuple(layers), "pre", True, final, t.source)
+    embedding = TokenEmbedding(
+        t("wte.weight", (int(config["vocab_size"]), d)),
+        t("wpe.weight", (int(config["n_positions"]), d)),
+    )
+    return Model(tuple(layers), "pre", True, final, t.source, embedding)
 
 
 def _with_head(kind: str, config: Mapping[str, Any], model: Model, t: Tensors) -> Model:
     """The task model's readout: BERT's pooler and classifier, ViT's classifier on the class
-    token, GPT-2's score on the last token, after the final norm (if any)."""
+    token, GPT-2's score on the last real token or its LM head on every token, after the
+    final norm (if any)."""
     d = model.d_model
     labels = len(config["id2label"]) if "id2label" in config else int(config.get("num_labels", 2))
     norm = model.readout.norm if model.readout is not None else None
@@ -253,10 +279,26 @@ def _with_head(kind: str, config: Mapping[str, Any], model: Model, t: Tensors) -
     elif kind == "vit" and t.has("classifier.weight"):
         readout = Readout(norm, "first", (Dense(*_linear(t, "classifier", d, labels)),))
     elif kind == "gpt2" and t.has("score.weight"):
-        # HF scores the last non-pad token; the suite's inputs are unpadded token states
-        # (no padding mask in the attention), where that is the last token
         score = Dense(*_linear(t, "score", d, labels, bias=False))
         readout = Readout(norm, "last", (score,))
+    elif kind == "gpt2" and (unembedding := _lm_head(config, model, t)) is not None:
+        readout = Readout(norm, None, (Dense(unembedding, np.zeros(unembedding.shape[1])),))
     else:
         return model
-    return Model(model.layers, model.norm, model.causal, readout, model.source)
+    return replace(model, readout=readout)
+
+
+def _lm_head(config: Mapping[str, Any], model: Model, t: Tensors) -> np.ndarray | None:
+    """GPT2LMHeadModel's unembedding W_U (d, V) acting on the right: lm_head.weight, or the
+    word embeddings when tied and save_pretrained left the copy out; None for other
+    models."""
+    vocabulary = model.embedding.vocabulary
+    if t.has("lm_head.weight"):
+        return t("lm_head.weight", (vocabulary, model.d_model)).T
+    if "GPT2LMHeadModel" in (config.get("architectures") or ()):
+        if not config.get("tie_word_embeddings", True):
+            raise InvalidInputError(
+                f"{t.source}: tensor 'lm_head.weight' is missing (the LM head is not tied)"
+            )
+        return model.embedding.word.T
+    return None

@@ -2,7 +2,7 @@
 (docs/networks.md sections 1 and 2).
 
 Sources: a torch TransformerEncoder or TransformerEncoderLayer (an encoder's final norm
-becomes the readout), a Hugging Face BERT, ViT or GPT-2 module (bare or task model), a
+becomes the readout), a Hugging Face BERT, ViT or GPT-2 module (bare, task or LM model), a
 directory written by `save_pretrained` (config.json and safetensors, read locally with
 solvers.safetensors_reader, numpy alone), or a `.safetensors` file written by `save_model` (the
 architecture in its metadata). Nothing is ever unpickled: a pickle, or any file that is
@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from solvers.embedding import PatchEmbedding, TokenEmbedding
 from solvers.errors import InvalidInputError
 from solvers.hf_io import Tensors, hf_model
-from solvers.model import Dense, Model, Readout
+from solvers.model import Model
+from solvers.readout import Dense, Readout
 from solvers.safetensors_reader import read_safetensors
 from solvers.torch_io import from_torch, tensor_array, torch_norm_placement
 from solvers.weights import MAPS, LayerWeights
@@ -137,7 +139,62 @@ def _tide_file(path: Path) -> Model:
             for k, (shape, activation) in enumerate(spec["dense"])
         )
         readout = Readout(norm, spec["pool"], dense)
-    return Model(tuple(layers), architecture["norm"], architecture["causal"], readout, str(path))
+    embedding = _read_embedding(t, architecture.get("embedding"), len(layers[0].bo))
+    return Model(
+        tuple(layers), architecture["norm"], architecture["causal"], readout, str(path), embedding
+    )
+
+
+def _read_embedding(
+    t: Tensors, spec: dict[str, Any] | None, d: int
+) -> TokenEmbedding | PatchEmbedding | None:
+    """The embedding save_model wrote (`spec` from the metadata: its kind and shapes)."""
+    if spec is None:
+        return None
+    if spec["kind"] == "patches":
+        shape = tuple(spec["weight"])
+        return PatchEmbedding(
+            t("embedding.weight", shape), t("embedding.bias", (d,)),
+            t("embedding.class_token", (d,)), t("embedding.positions", tuple(spec["positions"])),
+        )  # fmt: skip
+    position = spec.get("position")
+    return TokenEmbedding(
+        t("embedding.word", tuple(spec["word"])),
+        None if position is None else t("embedding.position", tuple(position)),
+        t("embedding.token_type", (d,)) if spec.get("token_type") else None,
+        None
+        if spec.get("norm") is None
+        else (t("embedding.norm.gain", (d,)), t("embedding.norm.bias", (d,)), spec["norm"]),
+    )
+
+
+def _embedding_tensors(
+    embedding: TokenEmbedding | PatchEmbedding | None,
+) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
+    """The tensors and the metadata spec under which save_model stores an embedding."""
+    if embedding is None:
+        return {}, None
+    if isinstance(embedding, PatchEmbedding):
+        tensors = {"embedding.weight": embedding.weight, "embedding.bias": embedding.bias,
+                   "embedding.class_token": embedding.class_token,
+                   "embedding.positions": embedding.positions}  # fmt: skip
+        spec = {"kind": "patches", "weight": list(embedding.weight.shape),
+                "positions": list(embedding.positions.shape)}  # fmt: skip
+        return tensors, spec
+    tensors = {"embedding.word": embedding.word}
+    spec = {"kind": "tokens", "word": list(embedding.word.shape), "position": None,
+            "token_type": embedding.token_type is not None, "norm": None}  # fmt: skip
+    if embedding.position is not None:
+        tensors["embedding.position"] = embedding.position
+        spec["position"] = list(embedding.position.shape)
+    if embedding.token_type is not None:
+        tensors["embedding.token_type"] = embedding.token_type
+    if embedding.norm is not None:
+        gain, bias, eps = embedding.norm
+        tensors["embedding.norm.gain"] = np.broadcast_to(gain, embedding.word.shape[1:])
+        tensors["embedding.norm.bias"] = np.broadcast_to(bias, embedding.word.shape[1:])
+        spec["norm"] = float(eps)
+    return tensors, spec
 
 
 def _norm_part(t: Tensors, shapes: dict[str, list[int]], name: str, layer: int) -> Any:
@@ -148,8 +205,8 @@ def _norm_part(t: Tensors, shapes: dict[str, list[int]], name: str, layer: int) 
 
 
 def save_model(model: Model, path: str | Path) -> Path:
-    """Write the model to a `.safetensors` file (float64 tensors; the architecture as JSON
-    in the metadata) that load_model reads back exactly."""
+    """Write the model to a `.safetensors` file (float64 tensors; the architecture, readout
+    and embedding as JSON in the metadata) that load_model reads back exactly."""
     try:
         from safetensors.numpy import save_file
     except ImportError:
@@ -188,8 +245,10 @@ def save_model(model: Model, path: str | Path) -> Path:
             "pool": r.pool,
             "dense": [[list(layer.weight.shape), layer.activation] for layer in r.dense],
         }
+    embedded, embedding = _embedding_tensors(model.embedding)
+    tensors |= {name: np.ascontiguousarray(value, np.float64) for name, value in embedded.items()}
     architecture = {"layers": layers, "norm": model.norm, "causal": model.causal,
-                    "readout": readout}  # fmt: skip
+                    "readout": readout, "embedding": embedding}  # fmt: skip
     save_file(
         tensors, str(path), metadata={"format": FORMAT, "architecture": json.dumps(architecture)}
     )

@@ -30,7 +30,8 @@ import transformers
 from sklearn.datasets import load_digits
 
 from solvers import load_model, save_model, solve
-from solvers.model import Dense, Model, Readout
+from solvers.model import Model
+from solvers.readout import Dense, Readout
 
 OUT = Path(__file__).resolve().parents[2] / "reports" / "networks"
 HELD_OUT = 200

@@ -10,7 +10,8 @@ import pytest
 from convergence.network_limit import depth_change, network_limit
 from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights, load_model
-from solvers.model import Dense, Model, Readout
+from solvers.model import Model
+from solvers.readout import Dense, Readout
 from tests.hf_models import vit_classifier
 from tests.torch_models import random_torch_encoder
 
