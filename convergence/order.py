@@ -30,6 +30,9 @@ class OrderVerdict(StrEnum):
     FLOOR = "FLOOR"
     FAIL = "FAIL"
     NO_LIMIT = "NO-LIMIT"
+    UNDECIDED = "UNDECIDED"
+    """Only from a limit check (convergence.limit): the levels cannot tell whether the
+    refinements have a limit."""
 
 
 RISE = 1.5
@@ -109,13 +112,13 @@ def estimate_order(
     if len(keep) >= 2:
         kept_h, kept_e = h[keep], e[keep]
         slope_all = np.polyfit(np.log(kept_h), np.log(kept_e), 1)[0]
-        jumps = np.mean(kept_e[1:] / kept_e[:-1] > RISE)  # clear increases: an oscillation
-        if slope_all <= 0.1 or kept_e[-1] >= kept_e[0] or jumps >= 1 / 3:
+        rises = int(np.sum(kept_e[1:] / kept_e[:-1] > RISE))  # clear increases: oscillation
+        refinements = len(keep) - 1
+        if slope_all <= 0.1 or kept_e[-1] >= kept_e[0] or rises >= refinements / 3:
             return result(
                 OrderVerdict.NO_LIMIT,
                 f"the errors do not decrease: fitted slope {slope_all:.3g}, finest/coarsest "
-                f"{kept_e[-1] / kept_e[0]:.3g}, rises by more than {RISE:g}x at "
-                f"{jumps:.0%} of the refinements",
+                f"{kept_e[-1] / kept_e[0]:.3g}, {_rises(rises, refinements)}",
             )
     if len(keep) < 3:
         if dropped:
@@ -167,6 +170,14 @@ def estimate_order(
             fit, window,
         )  # fmt: skip
     return result(*_against_expected(slope, lo, hi, local[-1], expected, tolerance), fit, window)
+
+
+def _rises(rises: int, refinements: int) -> str:
+    """How many refinements raise the error by more than RISE, in words."""
+    if rises == 0:
+        return f"no refinement raises it by more than {RISE:g}x"
+    verb = "raises" if rises == 1 else "raise"
+    return f"{rises} of {refinements} refinements {verb} it by more than {RISE:g}x"
 
 
 def _against_expected(
