@@ -226,7 +226,7 @@ class Controller:
         norm = float(np.linalg.norm(self.direction)) if self.direction is not None else 0.0
         if self.error > 0 and norm > 0:
             unit = self.direction / norm
-            delta = math.sqrt(bk.unit_roundoff) * bk.scale(u)
+            delta = math.sqrt(bk.unit_roundoff) * flow.scale(u)
             shifted = u + bk.asarray(delta * unit)
             field = partial(flow.field, n, t, pattern=pattern)
             stretch = bk.to_float64(field(shifted) - field(u)) / delta
@@ -250,7 +250,7 @@ class Controller:
         the state, its error estimate (absolute), the signed T_jj - T_j,j-1 (float64) and the
         column it was taken at."""
         bk, flow = self.bk, self.flow
-        scale = bk.scale(u)
+        scale = flow.scale(u)
         rejections = 0
         while True:
             if self.work.accepted + self.work.rejected >= self.max_steps:
@@ -299,7 +299,7 @@ class Controller:
             if j == 1:
                 continue
             difference = value - neighbour
-            differences.append(float(np.max(np.abs(bk.to_float64(difference)))))
+            differences.append(flow.size(bk.to_float64(difference)))
             truncation = _truncation(differences)
             if not math.isfinite(truncation):
                 rows = j
@@ -324,7 +324,7 @@ class Controller:
                 self._plan(h, j, ratio)
                 if not bk.all_finite(value):
                     raise NumericalBreakdownError(f"{bk!r} produced inf or NaN in layer {n}")
-                return value, estimate, bk.to_float64(difference), j
+                return value, estimate, flow.judged(bk.to_float64(difference)), j
         self.work.evaluations += extrapolation_evaluations(rows)
         worst = ratio.get(min(target, last), math.inf) if ratio else math.inf
         self.h = h * _factor(worst, min(target, last), low=0.1, high=0.5)
@@ -357,8 +357,8 @@ class Controller:
         self.work.evaluations += 2
         self.work.accepted += 1
         state = flow.project(n, t + h, u + (k1 + k2) * h / 2)
-        drift = float(np.max(np.abs(bk.to_float64(k2 - k1))))
-        self.error += bk.to_float64(h) * drift / 2 + self.rounding(1) * bk.scale(u)
+        drift = flow.size(bk.to_float64(k2 - k1))
+        self.error += bk.to_float64(h) * drift / 2 + self.rounding(1) * flow.scale(u)
         self.error += bk.max_radius(state)
         return bk.midpoints(state)
 

@@ -48,8 +48,8 @@ class Extrapolation(SteppingMethod):
         field is too stiff for this step size, and the result would be garbage)."""
         bk, field = flow.bk, partial(flow.field, n, pattern=pattern)
         *_, (value, neighbour) = extrapolation_rows(bk, field, t, u, h, self.levels)
-        estimate = float(np.max(np.abs(bk.to_float64(value - neighbour))))
-        size = bk.scale(u)
+        estimate = flow.size(bk.to_float64(value - neighbour))
+        size = flow.scale(u)
         if not estimate <= REFUSAL_SHARE * size:
             raise IntegrationError(
                 f"layer {n}, t = {bk.to_float64(t):.6g}, step {bk.to_float64(h):.3g}: the "

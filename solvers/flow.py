@@ -77,6 +77,22 @@ class LayerFlow:
             real_tokens=problem.mask,
         )
 
+    def judged(self, x: np.ndarray) -> np.ndarray:
+        """A float64 array of the state's shape (..., N, d) with the rows of masked tokens
+        set to 0: what error norms and estimates measure (docs/model.md section 6)."""
+        if self.real_tokens is None:
+            return x
+        return x * self.real_tokens[..., None]
+
+    def size(self, x: np.ndarray) -> float:
+        """max |x| over the real tokens' rows of a float64 state-shaped array."""
+        return float(np.max(np.abs(self.judged(x))))
+
+    def scale(self, u: Array) -> float:
+        """max(1, max |u|) over the real tokens: the size absolute errors of a state are
+        measured against (docs/schemes.md section 7)."""
+        return max(1.0, self.size(self.bk.to_float64(u)))
+
     def layer(self, n: int, t: Array) -> BackendLayer:
         """The weights at time t in [n, n + 1]."""
         return self.controls.layer_on(self.bk, n, t)
