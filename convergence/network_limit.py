@@ -1,15 +1,18 @@
-"""A trained network against its own time-step limit: how far its outputs and its
-decisions are from the flow that the paper reads it as a step of (docs/networks.md
-section 3).
+"""A trained network against its own time-step limit: how far its outputs, its decisions
+and its loss are from the flow that the paper reads it as a step of (docs/networks.md
+sections 3 and 5).
 
-For a Model and a batch of inputs: the limit (the flow of `lie_limit`, solved by the
-error-controlled reference, with its own error) when there is one. Post-LN layers with
-per-feature norms have none: then the refined network's sequence is classified by
-`limit_check` (NO-LIMIT when the tokens collapse). Then, per method and steps per unit:
-the relative distance of the refined network's final states from the limit, the
-decisions its readout takes that differ from the network's own (dt = 1, Lie), and the
-accuracy against labels. Beside them: how smooth the weights are in depth, and the
-distance of the network from its twin with smoothly interpolated weights.
+For a Model and a batch of inputs (token states, with an optional padding mask): the
+limit (the flow of `lie_limit`, solved by the error-controlled reference, with its own
+error) when there is one. Post-LN layers with per-feature norms have none: then the
+refined network's sequence is classified by `limit_check` (NO-LIMIT when the tokens
+collapse; UNDECIDED where its levels cannot tell). Then, per method and steps per unit:
+the relative distance of the refined network's final states from the limit, with its
+fitted order; and where the readout decides, the decisions that differ from the
+network's own (dt = 1, Lie) and, with targets (labels, or an LM's own next tokens), the
+accuracy and the cross-entropy loss. Beside them: how smooth the weights are in depth,
+and the distance of the network from its twin with smoothly interpolated weights. Every
+measurement is taken on the real tokens; what the model cannot measure is None.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ import numpy as np
 
 from convergence.layer_norm_eps import lie_limit
 from convergence.limit import LimitCheck, limit_check
+from convergence.order import OrderEstimate, estimate_order
 from solvers import Problem, solve, solve_reference
 from solvers.controls import SmoothControls
 from solvers.errors import InvalidInputError, UndefinedOperationError
-from solvers.methods import checked_method
+from solvers.methods import METHODS, checked_method
 from solvers.model import Model
 from solvers.provenance import Provenance
+from solvers.readout import Judged
 from solvers.validation import finite_array
 from solvers.weights import MAPS, LayerWeights
 
@@ -47,9 +52,14 @@ class MethodLevels:
     relative_distance: list[float] | None
     """max |U_m - U_limit| / max |U_limit| at the final time (None without a limit)."""
     decisions_changed: list[int] | None
-    """How many of the batch's decisions differ from the network's own (dt = 1)."""
+    """How many of the judged decisions differ from the network's own (dt = 1)."""
     accuracy: list[float] | None
-    """The share of decisions equal to the labels (None without labels)."""
+    """The share of decisions equal to their targets (None without targets)."""
+    loss: list[float] | None
+    """The readout's cross-entropy against the targets, in nats (None without targets)."""
+    order: OrderEstimate | None
+    """The fitted order of the relative distances against dt = 1/m, the limit's own
+    relative error as the floor (None without a limit or with fewer than 3 levels)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,15 @@ class NetworkLimit(Provenance):
     limit_decisions_changed: int | None
     limit_accuracy: float | None
     network_accuracy: float | None
-    """The network's own accuracy (dt = 1) against the labels."""
+    """The network's own accuracy (dt = 1) against the targets."""
+    limit_loss: float | None
+    network_loss: float | None
+    """The network's own loss (dt = 1) against the targets."""
+    decisions: int | None
+    """How many decisions judge one final state: one per input (a classifier), one per
+    real token (an LM head); None when the readout decides nothing."""
+    targets: str | None
+    """What the decisions are judged against: "labels", "next tokens", or None."""
     no_limit: LimitCheck | None
     """For post-LN per-feature norms: the refined sequence's classification."""
     depth_change: list[float]
@@ -77,6 +95,10 @@ class NetworkLimit(Provenance):
     """Relative distance of the network's final states from its smooth twin's (dt = 1)."""
     smooth_twin_decisions_changed: int | None
     batch: int
+    tokens: int
+    """Tokens per input (padding included)."""
+    real_tokens: int
+    """How many tokens of the batch are real (all of them without a mask)."""
 
 
 def depth_change(layers: Sequence[LayerWeights]) -> list[float]:
@@ -91,98 +113,119 @@ def depth_change(layers: Sequence[LayerWeights]) -> list[float]:
     return [float(np.linalg.norm(b - a) / np.linalg.norm(a)) for a, b in pairwise(vectors)]
 
 
-def smooth_twin(model: Model, inputs: np.ndarray) -> Problem:
+def smooth_twin(model: Model, inputs: np.ndarray, mask: np.ndarray | None = None) -> Problem:
     """The network with its weights interpolated smoothly in depth: layer n's weights are
     the keyframe at t = n + 1/2 of a Lagrange interpolation (SmoothControls), so that the
     Lie step of layer n samples the interpolant at t = n (docs/networks.md section 3)."""
     layers = model.layers
     times = [n + 0.5 for n in range(len(layers))]
     controls = SmoothControls(list(layers), times, len(layers))
-    return Problem(inputs, controls, len(layers), norm=model.norm, causal=model.causal)
-
-
-def _relative(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.abs(a - b).max() / np.abs(b).max())
+    return Problem(inputs, controls, len(layers), norm=model.norm, causal=model.causal, mask=mask)
 
 
 def network_limit(
     model: Model,
     inputs: np.ndarray,
-    labels: np.ndarray | None = None,
+    targets: np.ndarray | None = None,
     *,
+    mask: np.ndarray | None = None,
     methods: Sequence[str] = ("lie",),
     steps_per_unit: Sequence[int] = (1, 2, 4, 8, 16),
+    max_steps_per_unit: int | None = None,
 ) -> NetworkLimit:
-    """The network `model` on `inputs` (B, N, d) against its time-step limit, in float64."""
+    """The network `model` on initial token states `inputs` (B, N, d; `model.embed` makes
+    them from token ids or images) against its time-step limit, in float64. `targets` are
+    labels (B,) for a classifier, or the token ids (B, N) for an LM head; `mask` (B, N)
+    marks the real tokens. `max_steps_per_unit` lets the limit check of a network without
+    a limit refine on its own until it can tell (convergence.limit)."""
     started = time.perf_counter()
     inputs = finite_array("inputs", inputs, (None, None, model.d_model))
     steps = sorted({int(m) for m in steps_per_unit})
     if steps[0] < 1:
         raise InvalidInputError(f"steps_per_unit must be >= 1, got {steps}")
+    problem = model.problem(inputs, mask)
     readout = model.readout if model.readout is not None and model.readout.classifies else None
-    if labels is not None:
+    if targets is not None:
         if readout is None:
-            raise InvalidInputError("labels need a model whose readout classifies")
-        labels = np.asarray(labels)
-        if labels.shape != (len(inputs),) or not np.issubdtype(labels.dtype, np.integer):
-            raise InvalidInputError(
-                f"labels must be {len(inputs)} class indices, got {labels.dtype} {labels.shape}"
-            )
-    problem = model.problem(inputs)
+            raise InvalidInputError("targets need a model whose readout takes decisions")
+        name = "tokens" if readout.next_token else "labels"
+        targets = readout.check_targets(targets, inputs.shape[:2], name)
     for method in methods:  # before any work: post-LN per-feature norms have only "lie"
         checked_method(problem, method)
+    real = np.broadcast_to(problem.real_tokens(), inputs.shape[:2])
     network = solve(problem, "lie", 1)
-    own = None if readout is None else readout.decisions(network)
 
-    def judged(states: np.ndarray) -> tuple[int | None, float | None]:
-        if readout is None:
-            return None, None
-        decisions = readout.decisions(states)
-        accuracy = None if labels is None else float(np.mean(decisions == labels))
-        return int(np.sum(decisions != own)), accuracy
+    def judge(states: np.ndarray) -> Judged | None:
+        return None if readout is None else readout.judge(states, problem.mask, targets)
+
+    own = judge(network)
+
+    def changed(judged: Judged | None) -> int | None:
+        return None if judged is None else int(np.sum(judged.decisions != own.decisions))
+
+    def relative(states: np.ndarray, limit: np.ndarray) -> float:
+        return float(np.abs(states - limit)[real].max() / np.abs(limit[real]).max())
 
     limit, limit_error, no_limit = None, None, None
     try:
         limit_problem = lie_limit(problem)
     except UndefinedOperationError:  # per-feature post-LN norms: no limit to measure against
-        no_limit = limit_check(problem, steps)
+        no_limit = limit_check(problem, steps, max_steps_per_unit=max_steps_per_unit)
     else:
         solution = solve_reference(limit_problem, LIMIT_TOLERANCE)
         limit, limit_error = solution.states[-1], float(solution.error[-1])
+    size = None if limit is None else float(np.abs(limit[real]).max())
     levels = []
     for method in methods:
-        distances, changed, accuracy = [], [], []
+        distances, judged = [], []
         for m in steps:
             states = network if (method, m) == ("lie", 1) else solve(problem, method, m)
             if limit is not None:
-                distances.append(_relative(states, limit))
-            count, share = judged(states)
-            changed.append(count)
-            accuracy.append(share)
-        levels.append(
-            MethodLevels(
-                method,
-                distances if limit is not None else None,
-                changed if readout is not None else None,
-                accuracy if labels is not None else None,
-            )
-        )
-    limit_changed, limit_accuracy = judged(limit) if limit is not None else (None, None)
-    twin = solve(smooth_twin(model, inputs), "lie", 1)
+                distances.append(relative(states, limit))
+            judged.append(judge(states))
+        levels.append(_method_levels(method, steps, distances, judged, changed, limit_error, size))
+    at_limit = None if limit is None else judge(limit)
+    twin = solve(smooth_twin(model, inputs, problem.mask), "lie", 1)
     return NetworkLimit(
         source=model.source,
         steps_per_unit=steps,
         methods=levels,
         limit_error=limit_error,
-        network_distance=None if limit is None else _relative(network, limit),
-        limit_size=None if limit is None else float(np.abs(limit).max()),
-        limit_decisions_changed=limit_changed,
-        limit_accuracy=limit_accuracy,
-        network_accuracy=judged(network)[1],
+        network_distance=None if limit is None else relative(network, limit),
+        limit_size=size,
+        limit_decisions_changed=changed(at_limit),
+        limit_accuracy=None if at_limit is None else at_limit.accuracy,
+        network_accuracy=None if own is None else own.accuracy,
+        limit_loss=None if at_limit is None else at_limit.loss,
+        network_loss=None if own is None else own.loss,
+        decisions=None if own is None else len(own.decisions),
+        targets=None if targets is None else ("next tokens" if readout.next_token else "labels"),
         no_limit=no_limit,
         depth_change=depth_change(model.layers),
-        smooth_twin_distance=_relative(network, twin),
-        smooth_twin_decisions_changed=judged(twin)[0],
+        smooth_twin_distance=relative(network, twin),
+        smooth_twin_decisions_changed=changed(judge(twin)),
         batch=len(inputs),
+        tokens=inputs.shape[1],
+        real_tokens=int(real.sum()),
         wall_time=time.perf_counter() - started,
+    )
+
+
+def _method_levels(method, steps, distances, judged, changed, limit_error, size) -> MethodLevels:
+    """One method's record: what was measured at each level, and the distances' order."""
+    order = None
+    if distances and len(steps) >= 3:
+        order = estimate_order(
+            [1 / m for m in steps], distances, expected=float(METHODS[method].order),
+            floor=limit_error / size, floor_name="limit's own error",
+        )  # fmt: skip
+    decided = judged[0] is not None
+    targeted = decided and judged[0].correct is not None
+    return MethodLevels(
+        method,
+        distances or None,
+        [changed(j) for j in judged] if decided else None,
+        [j.accuracy for j in judged] if targeted else None,
+        [j.loss for j in judged] if targeted else None,
+        order,
     )

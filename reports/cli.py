@@ -8,8 +8,10 @@
     tide --version
 
 Exit codes: 0 success (a report is written whatever its verdicts say); 1 a tide-suite
-error (bad study file, failed computation setup: the message names it), or `tide check`
-found a difference from the baseline; 2 a usage error.
+error (a bad study file, checked before anything runs: the message names it), a case
+that failed while running (the report is still written, with the failure under "Failed
+cases"), or `tide check` found a difference from the baseline; 2 a usage error; 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from reports.baseline import check_against, load_baseline, save_baseline
+from reports.claims import NO_EVIDENCE
 from reports.experiments import EXPERIMENTS
 from reports.problems import PROBLEM_FIELDS
 from reports.render import FILES, render_report
@@ -59,18 +62,29 @@ def _report(args: argparse.Namespace) -> int:
     studies = _studies(args.study)
     base = Path(args.out)
     started = time.perf_counter()
+    failed = 0
     for study in studies:
         out = _out_for(base, study, len(studies) > 1)
         results = _run(args, study, out)
-        verdicts = [c["verdict"] for c in results["claims"]]
-        tally = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts)))
+        verdicts = [c["verdict"] for c in results["claims"] if c["verdict"] != NO_EVIDENCE]
+        tally = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts))) or "none"
+        unjudged = len(results["claims"]) - len(verdicts)
         provenance = results["provenance"]
+        failed += provenance["failed cases"]
         print(
             f"wrote {', '.join(str(out / f) for f in FILES)}: {provenance['cases']} cases "
-            f"({provenance['failed cases']} failed); claims: {tally}",
+            f"({provenance['failed cases']} failed); claims: {tally} ({unjudged} without "
+            "evidence)",
             file=sys.stderr,
         )
     print(f"wall time {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if failed:
+        print(
+            f"tide: {failed} case(s) failed while running; the report lists them under "
+            "'Failed cases'",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -145,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tide",
         description="Verify the Transformer read as an integro-differential equation.",
-        epilog="Exit codes: 0 success; 1 tide-suite error or a baseline difference; 2 usage error.",
+        epilog="Exit codes: 0 success; 1 a tide-suite error, a failed case or a baseline "
+        "difference; 2 usage error; 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"tide {version('tide-suite')}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -155,7 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run studies and write the report",
         description="Run each STUDY file (default: the built-in study) and write report.md, "
         "report.html, figures/ (PNG and SVG), results.json and tables.tex to --out. Each "
-        "finished case is stored at once in DIR/cases/; --resume skips stored cases.",
+        "finished case is stored at once in DIR/cases/; --resume skips stored cases. "
+        "Everything a study file can be checked for is checked before anything runs (exit "
+        "1, one line naming the file and the key).",
+        epilog="Exit status: 0 when every case finished (whatever the verdicts say); 1 when "
+        "the study file is refused (nothing runs) or when a case failed while running (the "
+        "report is still written, listing it under 'Failed cases'); 130 when interrupted "
+        "(finished cases are kept: --resume).",
     )
     report.add_argument("study", nargs="*", metavar="STUDY", help="study TOML files")
     report.add_argument(

@@ -2,7 +2,9 @@
 
 Everything comes from the stored records, so re-rendering needs no recomputation. Each
 experiment renders its own Section; the claims table gives each registered claim the worst
-verdict of its evidence (reports.claims), "no evidence" if no experiment spoke to it.
+verdict of its evidence (reports.claims). Claims no experiment spoke to are listed once,
+in a sentence under the table, not as rows; results.json keeps every claim, those with
+the verdict "no evidence".
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from reports.experiments import EXPERIMENTS
 from reports.experiments.base import Section
 from reports.store import write_atomically
 from reports.study import Study
-from reports.tables import latex_table, markdown_table
+from reports.tables import latex_escape, latex_table, markdown_table
 from solvers.provenance import versions
 
 FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
@@ -58,6 +60,18 @@ def claims_table(all_sections: list[Section]) -> list[list[str]]:
     return rows
 
 
+def _evidenced(claims: list[list[str]]) -> tuple[list[list[str]], str]:
+    """The claims table's rows with evidence, and the sentence that lists the others."""
+    rows = [row for row in claims if row[1] != NO_EVIDENCE]
+    missing = [row[0] for row in claims if row[1] == NO_EVIDENCE]
+    if not missing:
+        return rows, ""
+    return rows, (
+        f"No experiment of this study gives evidence on {len(missing)} of the "
+        f"{len(claims)} claims: " + "; ".join(missing) + "."
+    )
+
+
 def _png(figure: Any) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
@@ -85,9 +99,9 @@ def render_report(
     }
     md = [f"# {study.name}\n", study.description + "\n" if study.description else ""]
     md.append("".join(f"- {k}: {v}\n" for k, v in header.items()) + "\n")
-    md.append(
-        "## Claims of the paper\n\n" + markdown_table(["claim", "verdict", "evidence"], claims)
-    )
+    rows, unjudged = _evidenced(claims)
+    table = markdown_table(["claim", "verdict", "evidence"], rows) if rows else ""
+    md.append("## Claims of the paper\n\n" + table + (f"\n{unjudged}\n" if unjudged else ""))
     body = [f"<h1>{html.escape(study.name)}</h1>", f"<p>{html.escape(study.description)}</p>"]
     body.append(
         "<ul>"
@@ -95,9 +109,13 @@ def render_report(
         + "</ul>"
     )
     body.append(
-        "<h2>Claims of the paper</h2>" + _html_table(["claim", "verdict", "evidence"], claims)
+        "<h2>Claims of the paper</h2>"
+        + (_html_table(["claim", "verdict", "evidence"], rows) if rows else "")
+        + (f"<p>{html.escape(unjudged)}</p>" if unjudged else "")
     )
-    latex = [latex_table("Claims of the paper", ["claim", "verdict", "evidence"], claims)]
+    latex = [latex_table("Claims of the paper", ["claim", "verdict", "evidence"], rows)]
+    if unjudged:
+        latex.append(latex_escape(unjudged) + "\n")
     for section in parts:
         md.append(f"## {section.title}\n\n{section.markdown}\n")
         body.append(f"<h2>{html.escape(section.title)}</h2>" + _markdown_to_html(section.markdown))

@@ -107,6 +107,8 @@ def _experiment_list(value: Any, where: str, folder: Path) -> list[ExperimentSpe
             if key in fields and fields[key].relative and isinstance(value, str):
                 rest[key] = str(folder / value)
         params = table(rest, path, fields)
+        if EXPERIMENTS[kind].check is not None:
+            params = EXPERIMENTS[kind].check(params, path)
         specs.append(ExperimentSpec(name, kind, params))
     return specs
 

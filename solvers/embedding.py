@@ -33,6 +33,8 @@ class TokenEmbedding:
     position: np.ndarray | None = None
     token_type: np.ndarray | None = None
     norm: tuple[np.ndarray, np.ndarray, float] | None = None
+    takes = "tokens"
+    """What it embeds: token ids."""
 
     def __post_init__(self) -> None:
         word = finite_array("word embeddings", self.word, (None, None))
@@ -102,6 +104,8 @@ class PatchEmbedding:
     bias: np.ndarray
     class_token: np.ndarray
     positions: np.ndarray
+    takes = "pixels"
+    """What it embeds: images."""
 
     def __post_init__(self) -> None:
         weight = finite_array("patch weight", self.weight, (None, None, None, None))

@@ -95,6 +95,9 @@ class Experiment:
     cases: Callable[[dict[str, Any]], list[tuple[str, dict[str, Any]]]]
     case_kinds: Mapping[str, CaseKind]
     render: Callable[[str, list[Record]], Section]
+    check: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    """Checks of the keys against each other and the files they name, when the study is
+    read (`check(params, where)` returns the params or raises StudyFileError)."""
 
     def case_kind(self, params: Mapping[str, Any]) -> CaseKind:
         return self.case_kinds[params.get(CASE, self.kind)]

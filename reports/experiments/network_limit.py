@@ -4,15 +4,22 @@
     kind = "network-limit"
     model = "vit-digits"            # a save_pretrained directory or a save_model file,
                                     # relative to the study file
-    inputs = "inputs.npy"           # initial token states, shape (B, N, d)
-    labels = "labels.npy"           # optional: class indices, shape (B,)
+    inputs = "inputs.npy"           # initial token states (B, N, d); or instead
+    tokens = "tokens.npy"           #   token ids (B, N), embedded by the model itself; or
+    pixels = "pixels.npy"           #   images (B, C, H, W) for a ViT
+    mask = "mask.npy"               # optional: 0/1 padding mask (B, N), 1 for a real token
+    labels = "labels.npy"           # optional: class indices (B,); an LM head is judged
+                                    #   against its own next tokens instead
     methods = ["lie", "strang-rk2"]
     steps_per_unit = [1, 2, 4, 8, 16]
+    max_steps_per_unit = 256        # optional: a limit check may refine on its own to here
 
-The files are read and checked when the study is read (a pickle, or an .npy of objects,
-is refused there, unread); the case's parameters carry their SHA-256 digests, so a
-changed file reruns the case on --resume. The computation is
-convergence.network_limit (docs/networks.md section 3).
+Everything that can be checked before running is checked when the study is read (the
+files, never unpickled; shapes and widths against the model; NaN; token ids, labels and
+the mask; the methods the model's norms allow): a one-line error naming the file and the
+key, and nothing runs. The case's parameters carry the files' SHA-256 digests, so a
+changed file reruns the case on --resume. The computation is convergence.network_limit
+(docs/networks.md sections 3 and 5).
 """
 
 from __future__ import annotations
@@ -29,20 +36,17 @@ from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Record, Section, results
 from reports.figures import Figure, lines_figure, slug
 from reports.schema import Field, array_of, integer, one_of, reject, text
-from reports.tables import latex_table, markdown_table
+from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
 from reports.tables import number as cell
 from solvers import load_model
 from solvers.errors import InvalidInputError
-from solvers.methods import METHODS
+from solvers.methods import METHODS, checked_method
+from solvers.model import Model
+from solvers.validation import finite_array, token_mask
 
-
-def _model_path(value: Any, where: str) -> str:
-    path = text(value, where)
-    try:
-        load_model(path)
-    except InvalidInputError as exc:
-        raise reject(where, str(exc)) from None
-    return path
+STARTS = ("inputs", "tokens", "pixels")
+"""The keys that give the initial condition: token states, or what the model embeds."""
+FILES = ("model", *STARTS, "mask", "labels")
 
 
 def _array_file(value: Any, where: str) -> str:
@@ -63,17 +67,117 @@ def _read_array(path: str, where: str) -> np.ndarray:
         ) from None
 
 
+def _optional_file(help: str) -> Field:
+    return Field(_array_file, None, help, relative=True)
+
+
 FIELDS = {
-    "model": Field(
-        _model_path, help="a save_pretrained directory or a .safetensors file", relative=True
-    ),
-    "inputs": Field(_array_file, help="an .npy of initial token states (B, N, d)", relative=True),
-    "labels": Field(_array_file, None, "an .npy of class indices (B,)", relative=True),
+    "model": Field(text, help="a save_pretrained directory or a .safetensors file", relative=True),
+    "inputs": _optional_file("an .npy of initial token states (B, N, d)"),
+    "tokens": _optional_file("an .npy of token ids (B, N), embedded by the model"),
+    "pixels": _optional_file("an .npy of images (B, C, H, W), embedded by a ViT"),
+    "mask": _optional_file("an .npy padding mask (B, N): 1 for a real token, 0 for padding"),
+    "labels": _optional_file("an .npy of class indices (B,)"),
     "methods": Field(array_of(one_of(tuple(METHODS)), minimum=1, distinct=True), ["lie"]),
     "steps_per_unit": Field(
-        array_of(integer(1, 100_000), minimum=2, distinct=True), [1, 2, 4, 8, 16]
+        array_of(integer(1, 100_000), minimum=4, distinct=True), [1, 2, 4, 8, 16]
     ),
+    "max_steps_per_unit": Field(integer(1, 1_000_000), None),
 }
+
+
+class _Network:
+    """A case's model and arrays, read and checked: the initial states, the mask and the
+    targets the readout is judged against (labels, or an LM head's own tokens)."""
+
+    def __init__(self, params: dict[str, Any], where: str = "") -> None:
+        def at(key: str) -> str:
+            return f"{where}.{key}" if where else key
+
+        given = [key for key in STARTS if params[key] is not None]
+        if len(given) != 1:
+            raise reject(
+                at("inputs"),
+                f"give exactly one of {', '.join(STARTS)} (the initial condition), got "
+                f"{', '.join(given) or 'none'}",
+            )
+        start = given[0]
+        self.model = self._model(params["model"], at("model"))
+        array = _read_array(params[start], at(start))
+        embedding = self.model.embedding
+        if start != "inputs" and (embedding is None or embedding.takes != start):
+            what = (
+                "has no embedding: give inputs (token states)"
+                if embedding is None
+                else f"embeds {embedding.takes}, not {start}"
+            )
+            raise reject(at(start), f"the model {what}")
+        try:
+            if start == "inputs":
+                states = finite_array(start, array, (None, None, self.model.d_model))
+            else:
+                states = self.model.embed(array)
+        except InvalidInputError as exc:
+            raise reject(at(start), f"{params[start]}: {exc}") from None
+        self.states = states
+        self.mask = None
+        if params["mask"] is not None:
+            self.mask = self._checked(at("mask"), params["mask"], lambda a: token_mask(
+                "mask", a, states.shape[:2]))  # fmt: skip
+        self.targets = self._targets(params, start, array, at)
+        problem = self.model.problem(states, self.mask)
+        for method in params["methods"]:
+            try:
+                checked_method(problem, method)
+            except InvalidInputError as exc:
+                raise reject(at("methods"), str(exc)) from None
+        budget, finest = params["max_steps_per_unit"], max(params["steps_per_unit"])
+        if budget is not None and budget < finest:
+            raise reject(
+                at("max_steps_per_unit"),
+                f"must be at least the finest level of steps_per_unit ({finest}), got {budget}",
+            )
+
+    @staticmethod
+    def _model(path: str, where: str) -> Model:
+        try:
+            return load_model(path)
+        except InvalidInputError as exc:
+            raise reject(where, str(exc)) from None
+
+    @staticmethod
+    def _checked(where: str, path: str, check: Any) -> np.ndarray:
+        try:
+            return check(_read_array(path, where))
+        except InvalidInputError as exc:
+            raise reject(where, f"{path}: {exc}") from None
+
+    def _targets(self, params, start, array, at) -> np.ndarray | None:
+        readout = self.model.readout
+        lm = readout is not None and readout.next_token
+        batch = self.states.shape[:2]
+        if params["labels"] is not None:
+            if lm:
+                raise reject(
+                    at("labels"),
+                    "the model's LM head is judged against the input's own next tokens: give "
+                    "tokens and no labels",
+                )
+            return self._checked(at("labels"), params["labels"],
+                                 lambda a: self._labels(a, batch))  # fmt: skip
+        return array if lm and start == "tokens" else None
+
+    def _labels(self, labels: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+        readout = self.model.readout
+        if readout is None or not readout.classifies:
+            raise InvalidInputError("the model's readout takes no decisions to judge")
+        return readout.check_targets(labels, batch, "labels")
+
+
+def _check(params: dict[str, Any], where: str) -> dict[str, Any]:
+    """Read the files and check them against the model and each other (module docstring)."""
+    _Network(params, where)
+    return params
 
 
 def _digest(path: str) -> str:
@@ -88,17 +192,17 @@ def _digest(path: str) -> str:
 
 
 def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    files = {key: params[key] for key in ("model", "inputs", "labels") if params[key] is not None}
+    files = {key: params[key] for key in FILES if params[key] is not None}
     return [("network", params | {"sha256": {key: _digest(p) for key, p in files.items()}})]
 
 
 def _run(case: dict[str, Any], seed: int) -> NetworkLimit:
-    model = load_model(case["model"])
-    inputs = _read_array(case["inputs"], "inputs")
-    labels = None if case["labels"] is None else _read_array(case["labels"], "labels")
+    network = _Network(case)
     return network_limit(
-        model, inputs, labels, methods=case["methods"], steps_per_unit=case["steps_per_unit"]
-    )
+        network.model, network.states, network.targets, mask=network.mask,
+        methods=case["methods"], steps_per_unit=case["steps_per_unit"],
+        max_steps_per_unit=case["max_steps_per_unit"],
+    )  # fmt: skip
 
 
 CLOSE_TO_OWN_LIMIT = 1e-2
@@ -109,13 +213,17 @@ JUDGEABLE = 0.1
 distance below that threshold to verify the claim."""
 
 
-def network_evidence(result: NetworkLimit) -> Evidence:
+def network_evidence(result: NetworkLimit) -> Evidence | None:
     """Refuted when a decision changes in the limit, or when there is no limit (NO-LIMIT);
     qualified when no decision changes but the distance is above CLOSE_TO_OWN_LIMIT (or
-    when the limit check finds something other than NO-LIMIT); verified otherwise."""
+    when the limit check finds a Cauchy sequence the suite has no flow for); verified
+    otherwise. A readout that takes no decisions leaves the outputs alone to judge; a limit
+    check that cannot decide is no evidence (None)."""
     name = Path(result.source).name
     if result.no_limit is not None:
         check = result.no_limit
+        if check.verdict == OrderVerdict.UNDECIDED:
+            return None
         verdict = (
             ClaimVerdict.REFUTED
             if check.verdict == OrderVerdict.NO_LIMIT
@@ -133,39 +241,155 @@ def network_evidence(result: NetworkLimit) -> Evidence:
     else:
         close = distance <= CLOSE_TO_OWN_LIMIT and judgeable
         verdict = verified_or(close, ClaimVerdict.QUALIFIED)
-    decisions = "" if changed is None else f", {changed} of {result.batch} decisions changed"
+    if changed is None:
+        judged = " (outputs alone: the readout takes none)"
+        rule = f"close: below {CLOSE_TO_OWN_LIMIT:g}"
+    else:
+        judged = f", {changed} of {result.decisions} decisions changed"
+        rule = f"close: below {CLOSE_TO_OWN_LIMIT:g} and none changed"
     return Evidence(
         Claim.TRAINED_NEAR_LIMIT, verdict,
-        f"{name}: relative distance {distance:.3g} from its limit at dt = 1{decisions} "
-        f"(close: below {CLOSE_TO_OWN_LIMIT:g} and none changed, with the limit's own error "
-        f"below {JUDGEABLE:g} of that: {result.limit_error:.2g} absolute)",
+        f"{name}: relative distance {distance:.3g} from its limit at dt = 1{judged} "
+        f"({rule}, with the limit's own error below {JUDGEABLE:g} of that: "
+        f"{result.limit_error:.2g} absolute)",
     )  # fmt: skip
 
 
+def _scored(accuracy: float | None, loss: float | None) -> str:
+    """'accuracy a, loss l nats' from what was measured ('' if nothing)."""
+    parts = [] if accuracy is None else [f"accuracy {cell(accuracy)}"]
+    parts += [] if loss is None else [f"loss {cell(loss, 4)} nats"]
+    return ", ".join(parts)
+
+
 def _meaning(result: NetworkLimit) -> str:
-    """What the numbers say about reading this network as one Lie step per layer."""
+    """What the numbers say about reading this network as one Lie step per layer; every
+    clause from a measured value."""
     if result.no_limit is not None:
+        check = result.no_limit
+        if check.verdict == OrderVerdict.UNDECIDED:
+            return (
+                "Whether the refined network has a limit is undecided at these levels: "
+                "finer steps per unit (or a larger max_steps_per_unit) would decide."
+            )
+        if check.verdict != OrderVerdict.NO_LIMIT:
+            return (
+                f"The refined networks form a Cauchy sequence ({check.verdict}), but with "
+                "post-LN per-feature norms the suite has no flow to measure them against."
+            )
         last = result.methods[0].decisions_changed
-        moved = "" if last is None else f"; {last[-1]} decisions change at the finest level"
+        moved = (
+            ""
+            if last is None
+            else f"; {last[-1]} of {result.decisions} decisions change at the finest level"
+        )
         return (
             "Its post-LN per-feature norms give no time-step limit: refined, the network "
-            f"does not settle ({result.no_limit.verdict}), so the continuous reading has no "
-            f"flow that this network discretises{moved}."
+            f"does not settle ({check.verdict}), so the continuous reading has no flow that "
+            f"this network discretises{moved}."
         )
     changed, distance = result.limit_decisions_changed, result.network_distance
+    close = distance <= CLOSE_TO_OWN_LIMIT
     if changed:
+        own = _scored(result.network_accuracy, result.network_loss)
+        there = _scored(result.limit_accuracy, result.limit_loss)
+        scores = "" if not own else (
+            f", and its scores ({own}) belong to the discrete network at dt = 1, not to the "
+            f"continuous model ({there} there)"
+        )  # fmt: skip
         return (
-            f"{changed} of {result.batch} decisions differ in the limit: the network is not "
-            "close to the flow the paper reads it as a step of, and its accuracy "
-            f"({cell(result.network_accuracy)}) belongs to the discrete network at dt = 1, "
-            f"not to the continuous model ({cell(result.limit_accuracy)} there)."
+            f"{changed} of {result.decisions} decisions differ in the limit: the network is "
+            f"not close to the flow the paper reads it as a step of{scores}."
         )
-    if distance <= CLOSE_TO_OWN_LIMIT:
-        return "The network is close to its limit: the continuous reading describes it."
+    if changed is None:
+        if close:
+            return (
+                "The network's outputs are close to its limit: the continuous reading "
+                "describes its states."
+            )
+        return (
+            f"The network's outputs are not close to its limit (relative distance "
+            f"{distance:.3g}, above {CLOSE_TO_OWN_LIMIT:g})."
+        )
+    if close:
+        return (
+            "The network is close to its limit and no decision changes: the continuous "
+            "reading describes it."
+        )
     return (
         "No decision changes in the limit, but the outputs are not close to it: the "
         "continuous reading describes the decisions, not the states."
     )
+
+
+def _levels_table(result: NetworkLimit) -> tuple[list[str], list[list[str]]]:
+    """Per method and level: the distance, and what the readout measured (if anything)."""
+    first = result.methods[0]
+    columns = []
+    if first.relative_distance is not None:
+        columns.append(("relative distance", "relative_distance"))
+    if first.decisions_changed is not None:
+        columns.append(("decisions changed", "decisions_changed"))
+    if first.accuracy is not None:
+        columns += [("accuracy", "accuracy"), ("loss (nats)", "loss")]
+    headers = ["method", "steps per unit", *(name for name, _ in columns)]
+    rows = []
+    for levels in result.methods:
+        for i, m in enumerate(result.steps_per_unit):
+            values = [getattr(levels, key) for _, key in columns]
+            rows.append(
+                [levels.method, str(m)]
+                + [
+                    cell(None if v is None else v[i], 4 if key == "loss" else 3)
+                    for v, (_, key) in zip(values, columns, strict=True)
+                ]
+            )
+    return headers, rows
+
+
+def _summary(result: NetworkLimit) -> list[str]:
+    """The section's opening sentences."""
+    padded = result.batch * result.tokens
+    tokens = (
+        f" ({result.real_tokens} of {padded} tokens real)" if result.real_tokens < padded else ""
+    )
+    judged = {
+        "labels": ", judged against their labels",
+        "next tokens": ", judged against their own next tokens",
+    }.get(result.targets, "")
+    lines = [f"Network `{Path(result.source).name}` on {result.batch} inputs{tokens}{judged}."]
+    if result.no_limit is None:
+        parts = [f"the reference's own error {result.limit_error:.2g}"]
+        measured = []
+        if result.limit_decisions_changed is not None:
+            measured.append(
+                f"{result.limit_decisions_changed} of {result.decisions} decisions changed"
+            )
+        scores = _scored(result.limit_accuracy, result.limit_loss)
+        if scores:
+            own = _scored(result.network_accuracy, result.network_loss)
+            measured.append(f"{scores} (the network's own: {own})")
+        tail = f": {', '.join(measured)}" if measured else ""
+        lines.append(
+            f"Its time-step limit ({parts[0]}) lies at relative distance "
+            f"{result.network_distance:.3g} from the network{tail}."
+        )
+    else:
+        check = result.no_limit
+        lines.append(f"No limit to measure against: {check.verdict} ({check.reason}).")
+    twin = f"; the smooth twin is at relative distance {result.smooth_twin_distance:.3g}"
+    if result.smooth_twin_decisions_changed is not None:
+        twin += (
+            f" and changes {result.smooth_twin_decisions_changed} of {result.decisions} decisions"
+        )
+    lines.append(
+        "Depth smoothness, relative change between consecutive layers: "
+        + (", ".join(f"{c:.3g}" for c in result.depth_change) or "one layer, none")
+        + twin
+        + "."
+    )
+    lines.append(_meaning(result))
+    return lines
 
 
 def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
@@ -173,40 +397,22 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
     if not done:
         return Section(title, "No finished case.\n")
     result = done[0]
-    headers = ["method", "steps per unit", "relative distance", "decisions changed", "accuracy"]
-    rows = []
-    for levels in result.methods:
-        for i, m in enumerate(result.steps_per_unit):
-            rows.append([
-                levels.method, str(m),
-                cell(levels.relative_distance[i] if levels.relative_distance else None),
-                "-" if levels.decisions_changed is None else str(levels.decisions_changed[i]),
-                cell(levels.accuracy[i] if levels.accuracy else None),
-            ])  # fmt: skip
-    lines = [f"Network `{Path(result.source).name}` on {result.batch} inputs."]
-    if result.no_limit is None:
-        changed = result.limit_decisions_changed
-        lines.append(
-            f"Its time-step limit (the reference's own error {result.limit_error:.2g}): "
-            f"{'-' if changed is None else changed} decisions changed, accuracy "
-            f"{cell(result.limit_accuracy)} (the network's own: "
-            f"{cell(result.network_accuracy)})."
+    headers, rows = _levels_table(result)
+    markdown, latex = "\n\n".join(_summary(result)), ""
+    if len(headers) > 2:  # something was measured per level
+        markdown += "\n\n" + markdown_table(headers, rows)
+        latex = latex_table(title, headers, rows)
+    merit = {}
+    fitted = [lv for lv in result.methods if lv.order is not None]
+    if fitted:
+        order_rows = [[lv.method, *order_cells(lv.order), lv.order.reason] for lv in fitted]
+        order_headers = ["method", *ORDER_HEADERS, "reason"]
+        markdown += (
+            "\n\nOrders of the relative distance against dt = 1 / (steps per unit), the "
+            "limit's own error as the floor:\n\n" + markdown_table(order_headers, order_rows)
         )
-    else:
-        check = result.no_limit
-        lines.append(f"No limit to measure against: {check.verdict} ({check.reason}).")
-    lines.append(
-        "Depth smoothness, relative change between consecutive layers: "
-        + ", ".join(f"{c:.3g}" for c in result.depth_change)
-        + f"; the smooth twin is at relative distance {result.smooth_twin_distance:.3g}"
-        + (
-            f" and changes {result.smooth_twin_decisions_changed} decision(s)."
-            if result.smooth_twin_decisions_changed is not None
-            else "."
-        )
-    )
-    lines.append(_meaning(result))
-    markdown = "\n\n".join(lines) + "\n\n" + markdown_table(headers, rows)
+        latex += latex_table(f"{title}: orders", order_headers, order_rows)
+        merit = {f"{lv.method}.order": order_merit(lv.order) for lv in fitted}
     steps = [float(m) for m in result.steps_per_unit]
     figures = []
     series = [(lv.method, steps, lv.relative_distance) for lv in result.methods
@@ -229,8 +435,17 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
                 lines_figure(title, "steps per unit", "decisions changed", series, logy=False),
             )
         )
-    evidence = [network_evidence(result)]
-    return Section(title, markdown, figures, latex_table(title, headers, rows), evidence)
+    if result.methods[0].loss is not None:
+        series = [(lv.method, steps, lv.loss) for lv in result.methods]
+        figures.append(
+            Figure(
+                slug(f"{title} loss"),
+                "Cross-entropy loss (nats) against steps per unit.",
+                lines_figure(title, "steps per unit", "loss (nats)", series, logy=False),
+            )
+        )
+    evidence = [e for e in [network_evidence(result)] if e is not None]
+    return Section(title, markdown, figures, latex, evidence, merit)
 
 
 NETWORK_LIMIT = Experiment(
@@ -240,4 +455,5 @@ NETWORK_LIMIT = Experiment(
     _cases,
     {"network-limit": CaseKind(_run, NetworkLimit)},
     _render,
+    _check,
 )

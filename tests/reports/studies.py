@@ -71,7 +71,7 @@ TINY = {
     "network-limit": {"model": str(SHIPPED / "max-digit.safetensors"),
                       "inputs": str(SHIPPED / "max-digit-inputs.npy"),
                       "labels": str(SHIPPED / "max-digit-labels.npy"),
-                      "steps_per_unit": [1, 2, 4, 8]},
+                      "steps_per_unit": [1, 2, 4, 8], "max_steps_per_unit": 256},
 }  # fmt: skip
 
 

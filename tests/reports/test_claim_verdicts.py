@@ -339,6 +339,14 @@ def test_swapped_records_give_the_verdict(stored, claim, verdict, kind, records)
     assert _verdicts(kind, records(stored)).get(claim) == verdict
 
 
+def test_an_undecided_limit_check_is_no_evidence(stored):
+    """A network whose limit check cannot tell at its levels speaks to no claim."""
+    undecided = _verdict(OrderVerdict.UNDECIDED)
+    records = [replace(r, result=replace(r.result, no_limit=undecided(r.result.no_limit)))
+               for r in stored["network-limit"]]  # fmt: skip
+    assert Claim.TRAINED_NEAR_LIMIT not in _verdicts("network-limit", records)
+
+
 def test_every_claim_of_every_experiment_is_driven_to_each_verdict_its_rule_gives(stored):
     assert set(RULES) == set(Claim)
     covered: dict[tuple[Claim, str], set[ClaimVerdict]] = {}

@@ -1,5 +1,6 @@
 """The "network-limit" study kind end to end: a save_pretrained ViT classifier, its input
-states and its own predictions as labels, through `tide report`; a pickle refused unread."""
+states and its own predictions as labels, through `tide report`; a language model and
+padded classifiers from token ids; a model without a readout; a pickle refused unread."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import pickle
 
 import numpy as np
 import pytest
+import torch
+import transformers
 
+from convergence.order import OrderVerdict
 from reports.cli import main
 from tests.hf_models import PickleTrap, vit_classifier
 
@@ -64,3 +68,116 @@ def test_a_pickled_model_is_refused_in_one_line(folder, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "model.pt" in err and "never unpickles" in err
     assert not marker.exists() and not (folder / "never").exists()
+
+
+def _gpt2_lm_folder(folder):
+    """A GPT2LMHeadModel (tied head) saved with save_pretrained, and token ids."""
+    torch.manual_seed(4)
+    config = transformers.GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=30,
+                                     n_positions=16, n_inner=32)  # fmt: skip
+    module = transformers.GPT2LMHeadModel(config).double().eval()
+    module.save_pretrained(folder / "lm")
+    tokens = np.random.default_rng(4).integers(0, 30, (4, 10))
+    np.save(folder / "tokens.npy", tokens)
+    return module, tokens
+
+
+LM_STUDY = """
+[study]
+name = "lm"
+
+[[experiment]]
+kind = "network-limit"
+name = "lm"
+model = "lm"
+tokens = "tokens.npy"
+methods = ["lie", "strang-rk2"]
+steps_per_unit = [1, 2, 4, 8]
+"""
+
+
+def test_a_language_model_from_token_ids(tmp_path):
+    """GPT2LMHeadModel through `tide report` from token ids: at steps_per_unit = 1 no
+    decision changes and the loss is the library's (a float64 cross-entropy of its logits;
+    its own .loss, float32, to its precision); refined levels record a number of changed
+    next-token decisions, over every position, and a loss; each method has a fitted order."""
+    module, tokens = _gpt2_lm_folder(tmp_path)
+    ids = torch.tensor(tokens)
+    with torch.no_grad():
+        out = module(ids, labels=ids)
+    expected = torch.nn.functional.cross_entropy(
+        out.logits[:, :-1].reshape(-1, 30), ids[:, 1:].reshape(-1)
+    ).item()
+    (tmp_path / "study.toml").write_text(LM_STUDY)
+    assert main(["report", str(tmp_path / "study.toml"), "--out", str(tmp_path / "out")]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    result = results["cases"][0]["result"]
+    assert result["decisions"] == tokens.size and result["targets"] == "next tokens"
+    for method in result["methods"]:
+        assert len(method["decisions_changed"]) == len(method["loss"]) == 4
+        assert all(isinstance(c, int) for c in method["decisions_changed"])
+        assert method["order"]["verdict"] in {v.value for v in OrderVerdict}
+    lie = result["methods"][0]
+    assert lie["decisions_changed"][0] == 0
+    assert abs(lie["loss"][0] - expected) <= 1e-10 * expected
+    assert abs(lie["loss"][0] - out.loss.item()) <= 1e-6 * expected
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "judged against their own next tokens" in report and "| loss (nats) |" in report
+    assert "Orders of the relative distance" in report
+
+
+def test_a_model_without_a_readout_says_nothing_about_decisions(tmp_path):
+    """A bare ViT (final norm only, no classifier): results.json records no decisions and
+    the report's section says nothing about them."""
+    torch.manual_seed(5)
+    config = transformers.ViTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=32, image_size=8, patch_size=4,
+                                    num_channels=1)  # fmt: skip
+    transformers.ViTModel(config).save_pretrained(tmp_path / "bare")
+    np.save(tmp_path / "pixels.npy", np.random.default_rng(5).standard_normal((3, 1, 8, 8)))
+    (tmp_path / "study.toml").write_text(
+        '[study]\nname = "bare"\n\n[[experiment]]\nkind = "network-limit"\nname = "bare"\n'
+        'model = "bare"\npixels = "pixels.npy"\nsteps_per_unit = [1, 2, 4, 8]\n'
+    )
+    assert main(["report", str(tmp_path / "study.toml"), "--out", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "results.json").read_text())["cases"][0]["result"]
+    assert result["decisions"] is None and result["limit_decisions_changed"] is None
+    assert result["methods"][0]["decisions_changed"] is None
+    section = (tmp_path / "out" / "report.md").read_text().split("## bare")[1]
+    assert "decision" not in section.lower(), section
+    assert "The network's outputs are" in section
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_a_padded_batch_through_the_study_gives_the_librarys_decisions(tmp_path, kind):
+    """Right-padded token ids with their mask, the library's masked decisions as labels:
+    the network (dt = 1) gets all of them right."""
+    torch.manual_seed(6)
+    if kind == "bert":
+        config = transformers.BertConfig(
+            hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
+            vocab_size=30, max_position_embeddings=16, num_labels=3,
+        )  # fmt: skip
+        module = transformers.BertForSequenceClassification(config)
+    else:
+        config = transformers.GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=30,
+                                         n_positions=16, num_labels=3, pad_token_id=0)  # fmt: skip
+        module = transformers.GPT2ForSequenceClassification(config)
+    module = module.double().eval()
+    module.save_pretrained(tmp_path / "model")
+    lengths = np.array([10, 7, 4, 9, 2, 6])
+    mask = (np.arange(10) < lengths[:, None]).astype(np.int64)
+    tokens = np.where(mask == 1, np.random.default_rng(6).integers(1, 30, (6, 10)), 0)
+    with torch.no_grad():
+        logits = module(torch.tensor(tokens), attention_mask=torch.tensor(mask)).logits
+    np.save(tmp_path / "tokens.npy", tokens)
+    np.save(tmp_path / "mask.npy", mask)
+    np.save(tmp_path / "labels.npy", logits.argmax(-1).numpy())
+    (tmp_path / "study.toml").write_text(
+        '[study]\nname = "padded"\n\n[[experiment]]\nkind = "network-limit"\nname = "padded"\n'
+        'model = "model"\ntokens = "tokens.npy"\nmask = "mask.npy"\nlabels = "labels.npy"\n'
+        "steps_per_unit = [1, 2, 4, 8]\nmax_steps_per_unit = 64\n"
+    )
+    assert main(["report", str(tmp_path / "study.toml"), "--out", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "results.json").read_text())["cases"][0]["result"]
+    assert result["network_accuracy"] == 1.0 and result["real_tokens"] == lengths.sum()
