@@ -44,6 +44,12 @@ error (reported beside them; on the shipped ViT about 5e-6 where the default 100
 7e-11 in three times the time)."""
 
 
+ASYMPTOTIC = 0.1
+"""A level whose relative distance from the limit exceeds this is far outside the range
+where the error behaves like C dt^p: it is left out of the order fit (docs/networks.md
+section 3)."""
+
+
 @dataclass(frozen=True)
 class MethodLevels:
     """One method at each level of steps per unit."""
@@ -58,8 +64,9 @@ class MethodLevels:
     loss: list[float] | None
     """The readout's cross-entropy against the targets, in nats (None without targets)."""
     order: OrderEstimate | None
-    """The fitted order of the relative distances against dt = 1/m, the limit's own
-    relative error as the floor (None without a limit or with fewer than 3 levels)."""
+    """The fitted order of the relative distances against dt = 1/m over the levels within
+    ASYMPTOTIC of the limit, the limit's own relative error as the floor (None without a
+    limit, or with fewer than 3 such levels)."""
 
 
 @dataclass(frozen=True)
@@ -212,11 +219,14 @@ def network_limit(
 
 
 def _method_levels(method, steps, distances, judged, changed, limit_error, size) -> MethodLevels:
-    """One method's record: what was measured at each level, and the distances' order."""
+    """One method's record: what was measured at each level, and the distances' order over
+    the levels within ASYMPTOTIC of the limit."""
+    near = [(m, e) for m, e in zip(steps, distances, strict=False) if e <= ASYMPTOTIC]
     order = None
-    if distances and len(steps) >= 3:
+    if len(near) >= 3:
         order = estimate_order(
-            [1 / m for m in steps], distances, expected=float(METHODS[method].order),
+            [1 / m for m, _ in near], [e for _, e in near],
+            expected=float(METHODS[method].order),
             floor=limit_error / size, floor_name="limit's own error",
         )  # fmt: skip
     decided = judged[0] is not None

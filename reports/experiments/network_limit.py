@@ -14,190 +14,32 @@
     steps_per_unit = [1, 2, 4, 8, 16]
     max_steps_per_unit = 256        # optional: a limit check may refine on its own to here
 
-Everything that can be checked before running is checked when the study is read (the
-files, never unpickled; shapes and widths against the model; NaN; token ids, labels and
-the mask; the methods the model's norms allow): a one-line error naming the file and the
-key, and nothing runs. The case's parameters carry the files' SHA-256 digests, so a
-changed file reruns the case on --resume. The computation is convergence.network_limit
-(docs/networks.md sections 3 and 5).
+Everything that can be checked before running is checked when the study is read
+(reports.experiments.network_inputs: the files, never unpickled; shapes and widths
+against the model; NaN; token ids, labels and the mask; the methods the model's norms
+allow): a one-line error naming the file and the key, and nothing runs. The case's
+parameters carry the files' SHA-256 digests, so a changed file reruns the case on
+--resume. The computation is convergence.network_limit (docs/networks.md sections 3 and
+5).
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from convergence.network_limit import NetworkLimit, network_limit
+from convergence.network_limit import ASYMPTOTIC, NetworkLimit, network_limit
 from convergence.order import OrderVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Record, Section, results
+from reports.experiments.network_inputs import FIELDS, Network, check_network, network_cases
 from reports.figures import Figure, lines_figure, slug
-from reports.schema import Field, array_of, integer, one_of, reject, text
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
 from reports.tables import number as cell
-from solvers import load_model
-from solvers.errors import InvalidInputError
-from solvers.methods import METHODS, checked_method
-from solvers.model import Model
-from solvers.validation import finite_array, token_mask
-
-STARTS = ("inputs", "tokens", "pixels")
-"""The keys that give the initial condition: token states, or what the model embeds."""
-FILES = ("model", *STARTS, "mask", "labels")
-
-
-def _array_file(value: Any, where: str) -> str:
-    path = text(value, where)
-    _read_array(path, where)
-    return path
-
-
-def _read_array(path: str, where: str) -> np.ndarray:
-    """An .npy array, never unpickled (allow_pickle=False refuses object arrays)."""
-    try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise reject(where, f"no such file {path}") from None
-    except (ValueError, OSError) as exc:
-        raise reject(
-            where, f"{path} is not a numeric .npy array (never unpickled): {exc}"
-        ) from None
-
-
-def _optional_file(help: str) -> Field:
-    return Field(_array_file, None, help, relative=True)
-
-
-FIELDS = {
-    "model": Field(text, help="a save_pretrained directory or a .safetensors file", relative=True),
-    "inputs": _optional_file("an .npy of initial token states (B, N, d)"),
-    "tokens": _optional_file("an .npy of token ids (B, N), embedded by the model"),
-    "pixels": _optional_file("an .npy of images (B, C, H, W), embedded by a ViT"),
-    "mask": _optional_file("an .npy padding mask (B, N): 1 for a real token, 0 for padding"),
-    "labels": _optional_file("an .npy of class indices (B,)"),
-    "methods": Field(array_of(one_of(tuple(METHODS)), minimum=1, distinct=True), ["lie"]),
-    "steps_per_unit": Field(
-        array_of(integer(1, 100_000), minimum=4, distinct=True), [1, 2, 4, 8, 16]
-    ),
-    "max_steps_per_unit": Field(integer(1, 1_000_000), None),
-}
-
-
-class _Network:
-    """A case's model and arrays, read and checked: the initial states, the mask and the
-    targets the readout is judged against (labels, or an LM head's own tokens)."""
-
-    def __init__(self, params: dict[str, Any], where: str = "") -> None:
-        def at(key: str) -> str:
-            return f"{where}.{key}" if where else key
-
-        given = [key for key in STARTS if params[key] is not None]
-        if len(given) != 1:
-            raise reject(
-                at("inputs"),
-                f"give exactly one of {', '.join(STARTS)} (the initial condition), got "
-                f"{', '.join(given) or 'none'}",
-            )
-        start = given[0]
-        self.model = self._model(params["model"], at("model"))
-        array = _read_array(params[start], at(start))
-        embedding = self.model.embedding
-        if start != "inputs" and (embedding is None or embedding.takes != start):
-            what = (
-                "has no embedding: give inputs (token states)"
-                if embedding is None
-                else f"embeds {embedding.takes}, not {start}"
-            )
-            raise reject(at(start), f"the model {what}")
-        try:
-            if start == "inputs":
-                states = finite_array(start, array, (None, None, self.model.d_model))
-            else:
-                states = self.model.embed(array)
-        except InvalidInputError as exc:
-            raise reject(at(start), f"{params[start]}: {exc}") from None
-        self.states = states
-        self.mask = None
-        if params["mask"] is not None:
-            self.mask = self._checked(at("mask"), params["mask"], lambda a: token_mask(
-                "mask", a, states.shape[:2]))  # fmt: skip
-        self.targets = self._targets(params, start, array, at)
-        problem = self.model.problem(states, self.mask)
-        for method in params["methods"]:
-            try:
-                checked_method(problem, method)
-            except InvalidInputError as exc:
-                raise reject(at("methods"), str(exc)) from None
-        budget, finest = params["max_steps_per_unit"], max(params["steps_per_unit"])
-        if budget is not None and budget < finest:
-            raise reject(
-                at("max_steps_per_unit"),
-                f"must be at least the finest level of steps_per_unit ({finest}), got {budget}",
-            )
-
-    @staticmethod
-    def _model(path: str, where: str) -> Model:
-        try:
-            return load_model(path)
-        except InvalidInputError as exc:
-            raise reject(where, str(exc)) from None
-
-    @staticmethod
-    def _checked(where: str, path: str, check: Any) -> np.ndarray:
-        try:
-            return check(_read_array(path, where))
-        except InvalidInputError as exc:
-            raise reject(where, f"{path}: {exc}") from None
-
-    def _targets(self, params, start, array, at) -> np.ndarray | None:
-        readout = self.model.readout
-        lm = readout is not None and readout.next_token
-        batch = self.states.shape[:2]
-        if params["labels"] is not None:
-            if lm:
-                raise reject(
-                    at("labels"),
-                    "the model's LM head is judged against the input's own next tokens: give "
-                    "tokens and no labels",
-                )
-            return self._checked(at("labels"), params["labels"],
-                                 lambda a: self._labels(a, batch))  # fmt: skip
-        return array if lm and start == "tokens" else None
-
-    def _labels(self, labels: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
-        readout = self.model.readout
-        if readout is None or not readout.classifies:
-            raise InvalidInputError("the model's readout takes no decisions to judge")
-        return readout.check_targets(labels, batch, "labels")
-
-
-def _check(params: dict[str, Any], where: str) -> dict[str, Any]:
-    """Read the files and check them against the model and each other (module docstring)."""
-    _Network(params, where)
-    return params
-
-
-def _digest(path: str) -> str:
-    """SHA-256 of a file, or of a folder's files (names and contents, in name order)."""
-    sha = hashlib.sha256()
-    target = Path(path)
-    for file in sorted(target.iterdir()) if target.is_dir() else [target]:
-        if file.is_file():
-            sha.update(file.name.encode())
-            sha.update(file.read_bytes())
-    return sha.hexdigest()
-
-
-def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    files = {key: params[key] for key in FILES if params[key] is not None}
-    return [("network", params | {"sha256": {key: _digest(p) for key, p in files.items()}})]
 
 
 def _run(case: dict[str, Any], seed: int) -> NetworkLimit:
-    network = _Network(case)
+    network = Network(case)
     return network_limit(
         network.model, network.states, network.targets, mask=network.mask,
         methods=case["methods"], steps_per_unit=case["steps_per_unit"],
@@ -235,12 +77,10 @@ def network_evidence(result: NetworkLimit) -> Evidence | None:
             f"network's sequence is {check.verdict} ({check.reason})",
         )  # fmt: skip
     changed, distance = result.limit_decisions_changed, result.network_distance
-    judgeable = result.limit_error <= JUDGEABLE * CLOSE_TO_OWN_LIMIT * result.limit_size
-    if changed:
+    if changed is not None and changed > 0:
         verdict = ClaimVerdict.REFUTED
     else:
-        close = distance <= CLOSE_TO_OWN_LIMIT and judgeable
-        verdict = verified_or(close, ClaimVerdict.QUALIFIED)
+        verdict = verified_or(_close(result), ClaimVerdict.QUALIFIED)
     if changed is None:
         judged = " (outputs alone: the readout takes none)"
         rule = f"close: below {CLOSE_TO_OWN_LIMIT:g}"
@@ -253,6 +93,13 @@ def network_evidence(result: NetworkLimit) -> Evidence | None:
         f"({rule}, with the limit's own error below {JUDGEABLE:g} of that: "
         f"{result.limit_error:.2g} absolute)",
     )  # fmt: skip
+
+
+def _close(result: NetworkLimit) -> bool:
+    """Whether the network's outputs are close to its limit: the relative distance at
+    dt = 1 below CLOSE_TO_OWN_LIMIT, with the limit's own error small enough to tell."""
+    judgeable = result.limit_error <= JUDGEABLE * CLOSE_TO_OWN_LIMIT * result.limit_size
+    return result.network_distance <= CLOSE_TO_OWN_LIMIT and judgeable
 
 
 def _scored(accuracy: float | None, loss: float | None) -> str:
@@ -284,13 +131,15 @@ def _meaning(result: NetworkLimit) -> str:
             else f"; {last[-1]} of {result.decisions} decisions change at the finest level"
         )
         return (
-            "Its post-LN per-feature norms give no time-step limit: refined, the network "
-            f"does not settle ({check.verdict}), so the continuous reading has no flow that "
-            f"this network discretises{moved}."
+            "Its post-LN per-feature norms give no time-step limit (NO-LIMIT above), so the "
+            f"continuous reading has no flow that this network discretises{moved}."
         )
-    changed, distance = result.limit_decisions_changed, result.network_distance
-    close = distance <= CLOSE_TO_OWN_LIMIT
-    if changed:
+    changed, distance, close = (
+        result.limit_decisions_changed,
+        result.network_distance,
+        _close(result),
+    )
+    if changed is not None and changed > 0:
         own = _scored(result.network_accuracy, result.network_loss)
         there = _scored(result.limit_accuracy, result.limit_loss)
         scores = "" if not own else (
@@ -308,8 +157,9 @@ def _meaning(result: NetworkLimit) -> str:
                 "describes its states."
             )
         return (
-            f"The network's outputs are not close to its limit (relative distance "
-            f"{distance:.3g}, above {CLOSE_TO_OWN_LIMIT:g})."
+            f"The network's outputs are not shown close to its limit (relative distance "
+            f"{distance:.3g}; close means below {CLOSE_TO_OWN_LIMIT:g}, with the limit's own "
+            "error small enough to tell)."
         )
     if close:
         return (
@@ -317,7 +167,7 @@ def _meaning(result: NetworkLimit) -> str:
             "reading describes it."
         )
     return (
-        "No decision changes in the limit, but the outputs are not close to it: the "
+        "No decision changes in the limit, but the outputs are not shown close to it: the "
         "continuous reading describes the decisions, not the states."
     )
 
@@ -408,11 +258,20 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
         order_rows = [[lv.method, *order_cells(lv.order), lv.order.reason] for lv in fitted]
         order_headers = ["method", *ORDER_HEADERS, "reason"]
         markdown += (
-            "\n\nOrders of the relative distance against dt = 1 / (steps per unit), the "
-            "limit's own error as the floor:\n\n" + markdown_table(order_headers, order_rows)
+            "\n\nOrders of the relative distance against dt = 1 / (steps per unit), over the "
+            f"levels within {ASYMPTOTIC:g} of the limit, its own error as the floor:\n\n"
+            + markdown_table(order_headers, order_rows)
         )
         latex += latex_table(f"{title}: orders", order_headers, order_rows)
         merit = {f"{lv.method}.order": order_merit(lv.order) for lv in fitted}
+    unfitted = [lv for lv in result.methods if lv.order is None and lv.relative_distance]
+    if unfitted:
+        markdown += "\n\n" + " ".join(
+            f"No order for {lv.method}: {sum(e <= ASYMPTOTIC for e in lv.relative_distance)} "
+            f"of its {len(lv.relative_distance)} levels lie within {ASYMPTOTIC:g} of the limit "
+            "(3 are needed); finer levels would give one."
+            for lv in unfitted
+        )
     steps = [float(m) for m in result.steps_per_unit]
     figures = []
     series = [(lv.method, steps, lv.relative_distance) for lv in result.methods
@@ -452,8 +311,8 @@ NETWORK_LIMIT = Experiment(
     "network-limit",
     "a trained network (model file or directory) against its own time-step limit",
     FIELDS,
-    _cases,
+    network_cases,
     {"network-limit": CaseKind(_run, NetworkLimit)},
     _render,
-    _check,
+    check_network,
 )

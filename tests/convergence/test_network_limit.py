@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from convergence.network_limit import depth_change, network_limit
+from convergence.network_limit import ASYMPTOTIC, _method_levels, depth_change, network_limit
 from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights, load_model, solve
 from solvers.embedding import TokenEmbedding
@@ -159,3 +159,16 @@ def test_padding_changes_nothing_the_network_measures(rng):
     assert lie_masked.loss == pytest.approx(lie.loss, rel=1e-12)
     assert lie_masked.decisions_changed == lie.decisions_changed
     assert masked.decisions == plain.decisions == 12
+
+
+def test_levels_far_from_the_limit_are_left_out_of_the_order_fit():
+    """A level more than ASYMPTOTIC from the limit (relative) is not in the range where the
+    distance behaves like C dt^p; with fewer than 3 levels inside it there is no order."""
+    steps = [1, 2, 4, 8, 16]
+    judged = [None] * 5
+    fitted = _method_levels("lie", steps, [0.9, 0.3, 0.05, 0.025, 0.0125], judged, None, 1e-9, 1)
+    assert fitted.order.hs == [1 / 4, 1 / 8, 1 / 16]
+    assert fitted.order.order == pytest.approx(1) and fitted.order.verdict == OrderVerdict.PASS
+    assert ASYMPTOTIC < 0.3
+    none = _method_levels("lie", steps, [0.9, 0.5, 0.3, 0.2, 0.05], judged, None, 1e-9, 1)
+    assert none.order is None and none.relative_distance == [0.9, 0.5, 0.3, 0.2, 0.05]
