@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from properties import perturbations
+import properties.perturbations as perturbations
 from properties.claim_check import CheckVerdict, ClaimCheck
 from properties.gronwall import GronwallBound, checked_problem, gronwall_bound
 from properties.perturbations import PERTURBED_ARRAYS, ControlDirection

@@ -263,8 +263,10 @@ class LayerWeights:
         bias_scale: float = 0.1,
         eps: float = 0.0,
         affine: bool = False,
+        activation: str = "relu",
     ) -> LayerWeights:
-        """Seeded Gaussian weights that give non-trivial attention.
+        """Seeded Gaussian weights that give non-trivial attention, with the FFN's
+        `activation` (ACTIVATIONS).
 
         Each map is N(0, weight_scale^2 / fan_in), so for rows of unit mean square the
         queries and keys have O(1) entries and the default scale 1/sqrt(d_k) gives O(1)
@@ -312,4 +314,5 @@ class LayerWeights:
             norm1=norm(),
             norm2=norm(),
             eps=eps,
+            activation=activation,
         )

@@ -25,10 +25,7 @@ masked tokens nothing real to see: they see themselves)."""
 
 
 def _problem(rng, norm, causal, activation="gelu", mask=MASK, layers=2, d_ff=12):
-    weights = [
-        dataclasses.replace(LayerWeights.random(6, 2, d_ff, rng), activation=activation)
-        for _ in range(layers)
-    ]
+    weights = [LayerWeights.random(6, 2, d_ff, rng, activation=activation) for _ in range(layers)]
     u0 = rng.standard_normal((len(MASK), MASK.shape[1], 6))
     return Problem(u0, PiecewiseControls(weights), layers, norm=norm, causal=causal, mask=mask)
 
