@@ -1,5 +1,5 @@
-"""Train the two networks the built-in study ships, deterministically, and write them with
-their held-out inputs and labels into reports/networks/ (docs/networks.md section 4).
+"""Train the three networks the built-in study ships, deterministically, and write them
+with their held-out inputs into reports/networks/ (docs/networks.md section 4).
 
     pip install ".[train]" && python studies/networks/train.py
 
@@ -11,13 +11,19 @@ their held-out inputs and labels into reports/networks/ (docs/networks.md sectio
   2 layers, FFN 64; per-feature layer norms, as torch trains them) reading sequences of
   8 digits (a learned embedding of the digit plus a learned position embedding) and
   classifying the largest digit (mean of the final states, then a dense layer), trained
-  on seeded random sequences, written by solvers.save_model.
-- for each, inputs.npy: the held-out initial token states (the embeddings' output, the
-  flow's initial condition, float32 to keep the files small) of the first HELD_OUT
-  examples, and labels.npy: their true classes.
+  on seeded random sequences, written by solvers.save_model with its embedding.
+- for each of these two, inputs.npy: the held-out initial token states (the embeddings'
+  output, the flow's initial condition, float32 to keep the files small) of the first
+  HELD_OUT examples, and labels.npy: their true classes.
+- char-sums/: a character-level language model (Hugging Face GPT2LMHeadModel: d = 32,
+  4 heads, 2 layers, FFN 64, gelu_new, tied head, the 13 CHARACTERS, windows of
+  LM_WINDOW = 24) trained on text the script generates: lines "a+b=c" of seeded sums of
+  two numbers below 100. Written by save_pretrained, with char-sums-tokens.npy: held-out
+  token ids (LM_HELD_OUT windows), judged against their own next characters.
 
-Everything is seeded and single-threaded; the script prints each network's accuracy on
-its held-out inputs, computed by tide (Lie at dt = 1 and the readout), next to torch's.
+Everything is seeded and single-threaded; the script prints each network's held-out
+accuracy (and the LM's loss), computed by tide (Lie at dt = 1 and the readout), next to
+torch's.
 """
 
 from __future__ import annotations
@@ -30,12 +36,17 @@ import transformers
 from sklearn.datasets import load_digits
 
 from solvers import load_model, save_model, solve
+from solvers.embedding import TokenEmbedding
 from solvers.model import Model
 from solvers.readout import Dense, Readout
 
 OUT = Path(__file__).resolve().parents[2] / "reports" / "networks"
 HELD_OUT = 200
 SEED = 0
+CHARACTERS = "0123456789+=\n"
+"""The LM's vocabulary: token id i is CHARACTERS[i]."""
+LM_WINDOW = 24
+LM_HELD_OUT = 8
 
 
 def _train(module: torch.nn.Module, inputs, labels, epochs: int, lr: float, batch: int = 64):
@@ -127,12 +138,63 @@ def max_digit() -> None:
         torch_accuracy = float((model(sequences[held]).argmax(-1) == labels[held]).double().mean())
     encoder = load_model(model.encoder)
     head = Dense(model.classify.weight.detach().numpy().T, model.classify.bias.detach().numpy())
+    embedding = TokenEmbedding(model.embed.weight.detach().numpy(),
+                               model.position.detach().numpy())  # fmt: skip
     network = Model(encoder.layers, encoder.norm, False, Readout(None, "mean", (head,)),
-                    "max-digit")  # fmt: skip
+                    "max-digit", embedding)  # fmt: skip
     path = save_model(network, OUT / "max-digit.safetensors")
     _write(OUT / "max-digit-inputs.npy", OUT / "max-digit-labels.npy", states.numpy(),
            labels[held].numpy())  # fmt: skip
     _report("max-digit", load_model(path), states.numpy(), labels[held].numpy(), torch_accuracy)
+
+
+def sums_text(count: int, rng: np.random.Generator) -> str:
+    """`count` lines "a+b=c" of seeded sums of two numbers below 100."""
+    terms = rng.integers(0, 100, (count, 2))
+    return "".join(f"{a}+{b}={a + b}\n" for a, b in terms)
+
+
+def char_sums() -> None:
+    text = np.array([CHARACTERS.index(c) for c in sums_text(40_000, np.random.default_rng(SEED))])
+    held = np.array([CHARACTERS.index(c)
+                     for c in sums_text(2_000, np.random.default_rng(SEED + 1))])  # fmt: skip
+    torch.manual_seed(SEED)
+    config = transformers.GPT2Config(
+        vocab_size=len(CHARACTERS), n_positions=LM_WINDOW, n_embd=32, n_layer=2, n_head=4,
+        n_inner=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        bos_token_id=None, eos_token_id=None,
+    )  # fmt: skip
+    model = transformers.GPT2LMHeadModel(config)
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(SEED)
+    windows = torch.tensor(text[: len(text) // LM_WINDOW * LM_WINDOW]).view(-1, LM_WINDOW)
+    model.train()
+    for epoch in range(12):
+        order = torch.randperm(len(windows), generator=generator)
+        total = 0.0
+        for start in range(0, len(order), 64):
+            batch = windows[order[start : start + 64]]
+            optimiser.zero_grad()
+            loss = model(batch, labels=batch).loss
+            loss.backward()
+            optimiser.step()
+            total += loss.item() * len(batch)
+        print(f"  epoch {epoch + 1}: loss {total / len(windows):.4f}", flush=True)
+    model.eval()
+    folder = OUT / "char-sums"
+    model.save_pretrained(folder)
+    starts = np.arange(LM_HELD_OUT) * (len(held) // LM_HELD_OUT)
+    tokens = np.stack([held[s : s + LM_WINDOW] for s in starts]).astype(np.int64)
+    np.save(OUT / "char-sums-tokens.npy", tokens)
+    twin = model.double()
+    with torch.no_grad():
+        torch_loss = twin(torch.tensor(tokens), labels=torch.tensor(tokens)).loss.item()
+    network = load_model(folder)
+    states = solve(network.problem(network.embed(tokens)))
+    judged = network.readout.judge(states, None, tokens)
+    print(f"char-sums: held-out next-character accuracy {judged.accuracy:.4f}, loss "
+          f"{judged.loss:.4f} nats by tide (torch's own loss, in float32: {torch_loss:.4f})",
+          flush=True)  # fmt: skip
 
 
 def _write(inputs_path: Path, labels_path: Path, inputs: np.ndarray, labels: np.ndarray) -> None:
@@ -153,6 +215,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     vit_digits()
     max_digit()
+    char_sums()
 
 
 if __name__ == "__main__":

@@ -214,6 +214,30 @@ def test_the_shipped_networks_classify_their_held_out_inputs(model, name, floor)
     assert np.mean(network.readout.decisions(states[-1]) == labels) >= floor
 
 
+def test_the_shipped_language_model_predicts_its_held_out_characters():
+    """The character-level GPT-2 from its save_pretrained directory and token ids alone:
+    next-character accuracy well above chance (1/13; a wrong reading of any weight, the
+    embedding or the tied head would be near it), and a loss well below log 13."""
+    network = load_model(SHIPPED / "char-sums")
+    tokens = np.load(SHIPPED / "char-sums-tokens.npy")
+    judged = network.readout.judge(solve_layers(network.problem(network.embed(tokens)))[-1],
+                                   None, tokens)  # fmt: skip
+    assert network.readout.next_token and judged.accuracy >= 0.45
+    assert judged.loss <= 0.6 * np.log(13)
+
+
+def test_the_shipped_encoder_embeds_its_digits():
+    """max-digit's stored embedding (digit + position) gives its stored inputs to float32's
+    rounding, and the digits it finds there have the labels as their largest."""
+    network = load_model(SHIPPED / "max-digit.safetensors")
+    inputs = np.load(SHIPPED / "max-digit-inputs.npy").astype(np.float64)
+    every = network.embed(np.tile(np.arange(10), (8, 1)).T)  # (digit, position, d)
+    gaps = np.abs(inputs[:, None] - every[None]).max(axis=-1)  # (input, digit, position)
+    digits = gaps.argmin(axis=1)
+    assert relative(network.embed(digits), inputs) <= 1e-7
+    assert np.array_equal(digits.max(axis=1), np.load(SHIPPED / "max-digit-labels.npy"))
+
+
 def test_a_vit_without_query_key_value_biases():
     """qkv_bias = false: the projections have no bias tensors, read as zero biases."""
     torch.manual_seed(3)
