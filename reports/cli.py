@@ -79,8 +79,9 @@ def _report(args: argparse.Namespace) -> int:
         )
     print(f"wall time {time.perf_counter() - started:.1f} s", file=sys.stderr)
     if failed:
+        cases = "1 case" if failed == 1 else f"{failed} cases"
         print(
-            f"tide: {failed} case(s) failed while running; the report lists them under "
+            f"tide: {cases} failed while running; the report lists them under "
             "'Failed cases'",
             file=sys.stderr,
         )

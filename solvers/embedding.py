@@ -15,7 +15,7 @@ import numpy as np
 from solvers.backends import backend
 from solvers.errors import InvalidInputError
 from solvers.operators import layer_norm
-from solvers.validation import finite_array
+from solvers.validation import finite_array, indices
 from solvers.vit import vit_initial_condition
 
 FLOAT64 = backend("float64")
@@ -79,19 +79,7 @@ class TokenEmbedding:
 def token_ids(tokens: object, vocabulary: int, name: str = "tokens") -> np.ndarray:
     """`tokens` as an integer array (B, N) of ids in [0, vocabulary); a one-line
     InvalidInputError otherwise."""
-    array = np.asarray(tokens)
-    if array.ndim != 2 or 0 in array.shape or array.dtype.kind not in "iu":
-        raise InvalidInputError(
-            f"{name} must be integer token ids of shape (B, N), got {array.dtype} {array.shape}"
-        )
-    outside = (array < 0) | (array >= vocabulary)
-    if outside.any():
-        where = tuple(int(i) for i in np.argwhere(outside)[0])
-        raise InvalidInputError(
-            f"{name} must lie in [0, {vocabulary}) (the vocabulary), got {array[where]} at "
-            f"index {where}"
-        )
-    return array
+    return indices(name, tokens, (None, None), vocabulary, "token ids", "the vocabulary")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import scipy.special
 from solvers.backends import backend
 from solvers.errors import InvalidInputError
 from solvers.operators import layer_norm
-from solvers.validation import finite_array
+from solvers.validation import finite_array, indices
 
 FLOAT64 = backend("float64")
 POOLINGS = ("first", "last", "mean")
@@ -138,19 +138,19 @@ class Readout:
         """Decisions at the judged positions and, with `targets`, their accuracy and the
         cross-entropy loss. Targets are labels (...,) for a classifier, or for an LM head
         the input's tokens (..., N): position x is judged against token x + 1 where both
-        are real."""
-        scores = self(states, mask)
-        chosen = np.argmax(scores, axis=-1) if self.classifies else None
-        if chosen is None:
+        are real (no such position: no accuracy and no loss)."""
+        if not self.classifies:
             raise InvalidInputError("this readout has no classifier: no decisions to take")
+        scores = self(states, mask)
+        chosen = np.argmax(scores, axis=-1)
         if not self.next_token:
             correct = None if targets is None else chosen == targets
             return Judged(chosen.ravel(), None if correct is None else correct.ravel(),
                           _cross_entropy(scores, targets))  # fmt: skip
         real = _real(mask, chosen.shape)
-        if targets is None:
-            return Judged(chosen[real], None, None)
         judged = real[..., :-1] & real[..., 1:]
+        if targets is None or not judged.any():  # nothing to score: unmeasured, not 0
+            return Judged(chosen[real], None, None)
         ahead = targets[..., 1:][judged]
         before = scores[..., :-1, :][judged]
         return Judged(chosen[real], chosen[..., :-1][judged] == ahead,
@@ -162,22 +162,10 @@ class Readout:
         vocabulary's size for an LM head; a one-line InvalidInputError otherwise."""
         if not self.classifies:
             raise InvalidInputError(f"{name}: the model's readout takes no decisions to judge")
-        targets = np.asarray(targets)
         shape = batch if self.next_token else batch[:1]
         what = "token ids" if self.next_token else "class indices"
-        if targets.shape != shape or targets.dtype.kind not in "iu":
-            raise InvalidInputError(
-                f"{name} must be integer {what} of shape {shape}, got {targets.dtype} "
-                f"{targets.shape}"
-            )
-        outside = (targets < 0) | (targets >= self.classes)
-        if outside.any():
-            where = tuple(int(i) for i in np.argwhere(outside)[0])
-            raise InvalidInputError(
-                f"{name} must lie in [0, {self.classes}) (the readout's {self.classes} "
-                f"scores), got {targets[where]} at index {where}"
-            )
-        return targets
+        within = f"the readout's {self.classes} scores"
+        return indices(name, targets, shape, self.classes, what, within)
 
 
 def _real(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:

@@ -82,6 +82,30 @@ def token_mask(name: str, value: object, shape: Sequence[int]) -> np.ndarray:
     return mask
 
 
+def indices(
+    name: str, value: object, shape: Sequence[int | None], count: int, what: str, within: str
+) -> np.ndarray:
+    """`value` as a non-empty integer array of `shape` (None: any size on that axis) with
+    entries in [0, count): `what` says what they are ("token ids"), `within` what count
+    is ("the vocabulary")."""
+    array = np.asarray(value)
+    fits = array.ndim == len(shape) and all(
+        want is None or got == want for got, want in zip(array.shape, shape, strict=True)
+    )
+    if not fits or 0 in array.shape or array.dtype.kind not in "iu":
+        wanted = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+        raise InvalidInputError(
+            f"{name} must be integer {what} of shape {wanted}, got {array.dtype} {array.shape}"
+        )
+    outside = (array < 0) | (array >= count)
+    if outside.any():
+        where = tuple(int(i) for i in np.argwhere(outside)[0])
+        raise InvalidInputError(
+            f"{name} must lie in [0, {count}) ({within}), got {array[where]} at index {where}"
+        )
+    return array
+
+
 def choice(name: str, value: object, allowed: Sequence[str]) -> str:
     """`value` if it is one of `allowed`."""
     if value not in allowed:

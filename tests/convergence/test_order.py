@@ -78,6 +78,22 @@ def test_sequences_without_a_limit(errors):
     assert estimate_order(HS, errors).verdict == OrderVerdict.NO_LIMIT
 
 
+@pytest.mark.parametrize(
+    ("errors", "phrase"),
+    [
+        (np.full(4, 0.3), "no refinement raises it by more than 1.5x"),
+        ([1.0, 2.0, 1.9, 1.8], "1 of 3 refinements raises it by more than 1.5x"),
+        ([1.0, 0.5, 1.0, 0.5, 1.0], "2 of 4 refinements raise it by more than 1.5x"),
+    ],
+)
+def test_the_no_limit_reason_counts_the_rises_in_words(errors, phrase):
+    """The reason says how many refinements raise the error, in a sentence that reads."""
+    estimate = estimate_order(HS[: len(errors)], errors)
+    assert estimate.verdict == OrderVerdict.NO_LIMIT
+    assert estimate.reason.endswith(phrase), estimate.reason
+    assert "%" not in estimate.reason
+
+
 def test_superconvergence_and_failure_against_an_expected_order():
     assert estimate_order(HS, HS**3, expected=2).verdict == OrderVerdict.SUPERCONVERGENT
     assert estimate_order(HS, HS**0.5, expected=1).verdict == OrderVerdict.FAIL

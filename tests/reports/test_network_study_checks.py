@@ -53,7 +53,7 @@ ENCODER_STATES = np.load(SHIPPED / "max-digit-inputs.npy")[:3].astype(np.float64
         ({"inputs": np.where(STATES == STATES[1, 2, 3], np.nan, STATES)},
          r"inputs must be finite, got nan at index \(1, 2, 3\)"),
         ({"inputs": STATES, "labels": LABELS[:3]},
-         r"labels: .*labels must be integer class indices of shape \(4,\)"),
+         r"labels: .*labels must be integer class indices of shape \(4\)"),
         ({"inputs": STATES, "labels": LABELS.astype(float)}, "labels must be integer class"),
         ({"inputs": STATES, "labels": np.array([0, 1, 2, 10])},
          r"labels must lie in \[0, 10\) \(the readout's 10 scores\), got 10"),
@@ -95,5 +95,5 @@ def test_a_case_that_fails_while_running_still_writes_the_report(tmp_path, capsy
     report = (out / "report.md").read_text()
     assert "**Failed cases:**" in report and "the integrator broke down" in report
     err = capsys.readouterr().err
-    assert "1 case(s) failed while running" in err.splitlines()[-1]
+    assert err.splitlines()[-1].startswith("tide: 1 case failed while running; the report")
     assert json.loads((out / "results.json").read_text())["provenance"]["failed cases"] == 1

@@ -155,8 +155,8 @@ def test_the_vit_embeds_its_own_pixels(tmp_path):
 @pytest.mark.parametrize(
     ("tokens", "message"),
     [
-        (IDS.astype(float), r"tokens must be integer token ids of shape \(B, N\), got float64"),
-        (IDS[0], r"integer token ids of shape \(B, N\), got int64 \(9,\)"),
+        (IDS.astype(float), r"tokens must be integer token ids of shape \(\*, \*\), got float64"),
+        (IDS[0], r"integer token ids of shape \(\*, \*\), got int64 \(9,\)"),
         (np.where(IDS == IDS[0, 0], 50, IDS), r"tokens must lie in \[0, 50\) \(the vocabulary\)"),
         (np.zeros((1, 17), int), "tokens has 17 positions; the model embeds at most 16"),
     ],
@@ -197,3 +197,12 @@ def test_masked_pooling_is_the_real_tokens():
     ]:
         got = Readout(None, pool)(states, MASK)
         assert np.allclose(got, np.array(expected), rtol=0, atol=1e-15), pool
+
+
+def test_an_lm_with_nothing_to_predict_scores_nothing():
+    """Inputs of one real token have no next token: decisions, but no accuracy and no loss
+    (unmeasured, not 0)."""
+    lm = Readout(None, None, (Dense(np.eye(4), np.zeros(4)),))
+    states = np.random.default_rng(2).standard_normal((2, 3, 4))
+    judged = lm.judge(states, np.array([[1, 0, 0], [1, 0, 0]]), np.zeros((2, 3), int))
+    assert judged.decisions.shape == (2,) and judged.accuracy is None and judged.loss is None
