@@ -81,8 +81,7 @@ def _report(args: argparse.Namespace) -> int:
     if failed:
         cases = "1 case" if failed == 1 else f"{failed} cases"
         print(
-            f"tide: {cases} failed while running; the report lists them under "
-            "'Failed cases'",
+            f"tide: {cases} failed while running; the report lists them under 'Failed cases'",
             file=sys.stderr,
         )
         return 1

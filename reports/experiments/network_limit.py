@@ -268,8 +268,8 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
     if unfitted:
         markdown += "\n\n" + " ".join(
             f"No order for {lv.method}: {sum(e <= ASYMPTOTIC for e in lv.relative_distance)} "
-            f"of its {len(lv.relative_distance)} levels lie within {ASYMPTOTIC:g} of the limit "
-            "(3 are needed); finer levels would give one."
+            f"of its {len(lv.relative_distance)} levels lie within {ASYMPTOTIC:g} of the limit, "
+            "and a fit needs 3 there."
             for lv in unfitted
         )
     steps = [float(m) for m in result.steps_per_unit]

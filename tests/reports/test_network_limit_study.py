@@ -4,6 +4,7 @@ padded classifiers from token ids; a model without a readout; a pickle refused u
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 
@@ -14,6 +15,7 @@ import transformers
 
 from convergence.order import OrderVerdict
 from reports.cli import main
+from reports.experiments import EXPERIMENTS
 from tests.hf_models import PickleTrap, vit_classifier
 
 STUDY = """
@@ -124,6 +126,16 @@ def test_a_language_model_from_token_ids(tmp_path):
     report = (tmp_path / "out" / "report.md").read_text()
     assert "judged against their own next tokens" in report and "| loss (nats) |" in report
     assert "Orders of the relative distance" in report
+    # levels far from the limit get no order, and the section says why, in words
+    record = EXPERIMENTS["network-limit"].read(results["cases"][0])
+    far = dataclasses.replace(record.result.methods[0], relative_distance=[0.9, 0.5, 0.3, 0.2],
+                              order=None)  # fmt: skip
+    moved = dataclasses.replace(record, result=dataclasses.replace(record.result, methods=[far]))
+    section = EXPERIMENTS["network-limit"].render("lm", [moved]).markdown
+    assert (
+        "No order for lie: 0 of its 4 levels lie within 0.1 of the limit, and a fit needs 3"
+        in section
+    )
 
 
 def test_a_model_without_a_readout_says_nothing_about_decisions(tmp_path):
