@@ -189,9 +189,10 @@ def _defects(defect: float, where: str = "") -> Change:
     return change
 
 
-def _with_limit(distance: float, changed: int, limit_error: float = 1e-9) -> Change:
+def _with_limit(distance: float, changed: int | None, limit_error: float = 1e-9) -> Change:
     """A network-limit record with a limit: the network at `distance` from it, `changed`
-    decisions different there, the limit's own error `limit_error` (states of size 1)."""
+    decisions different there (None: not measured), the limit's own error `limit_error`
+    (states of size 1)."""
     return lambda result: replace(
         result, no_limit=None, network_distance=distance, limit_decisions_changed=changed,
         limit_error=limit_error, limit_size=1.0,
@@ -302,6 +303,9 @@ SCENARIOS = [
             (QUALIFIED, _with_limit(2 * CLOSE_TO_OWN_LIMIT, 0)),
             (QUALIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 0, CLOSE_TO_OWN_LIMIT)),
             (REFUTED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 1)),
+            # a readout that takes no decisions: the outputs alone are judged
+            (VERIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, None)),
+            (QUALIFIED, _with_limit(2 * CLOSE_TO_OWN_LIMIT, None)),
         )
     ),
     on("well-posedness", Claim.WELL_POSED, VERIFIED, _verdict(CheckVerdict.HOLDS)),

@@ -14,6 +14,7 @@ import torch
 import transformers
 
 from convergence.order import OrderVerdict
+from reports.claims import Claim
 from reports.cli import main
 from reports.experiments import EXPERIMENTS
 from tests.hf_models import PickleTrap, vit_classifier
@@ -58,7 +59,15 @@ def test_a_trained_network_through_tide_report(folder):
     assert result["limit_error"] < 1e-10 and len(result["depth_change"]) == 1
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"vit-distance.png", "vit-decisions.png"} <= figures
-    assert "| lie | 1 |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| lie | 1 |" in report
+    # one claim has evidence and is a row; the other claims are listed once, in a sentence
+    claims = report.split("## Claims of the paper")[1].split("\n## ")[0]
+    rows = [line for line in claims.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 2 and Claim.TRAINED_NEAR_LIMIT.text in rows[1]  # header, one claim
+    others = [claim for claim in Claim if claim is not Claim.TRAINED_NEAR_LIMIT]
+    assert f"gives evidence on {len(others)} of the {len(Claim)} claims:" in claims
+    assert all(report.count(claim.text) == 1 for claim in others)
 
 
 def test_a_pickled_model_is_refused_in_one_line(folder, capsys):
