@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from solvers import LayerWeights, PiecewiseControls, Problem, solve
-from solvers.torch_io import to_torch
+from solvers.io.torch_modules import to_torch
 
 TOKENS, D, HEADS, D_FF, LAYERS = 128, 768, 12, 3072, 2
 STEPS = (1, 2, 4, 8, 16)

@@ -24,7 +24,7 @@ import pytest
 
 from convergence.order import estimate_order
 from solvers import LayerWeights, backend
-from solvers.schemes import lie_step
+from solvers.methods.transformer_layer import lie_step
 
 TOKENS = (32, 64, 128, 256, 512)
 """N at d = 64, 4 heads, d_ff = 256."""

@@ -25,8 +25,8 @@ import pytest
 import torch
 
 from solvers import LayerWeights, backend
-from solvers.schemes import lie_step
-from solvers.torch_io import to_torch
+from solvers.io.torch_modules import to_torch
+from solvers.methods.transformer_layer import lie_step
 
 TOKENS, D, HEADS, D_FF = 256, 256, 8, 1024
 D_K = D // HEADS

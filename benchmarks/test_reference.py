@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from solvers import LayerWeights, PiecewiseControls, Problem, backend
-from solvers.extrapolation import Extrapolation
-from solvers.flow import LayerFlow
+from solvers.equation.flow import LayerFlow
+from solvers.methods.extrapolation import Extrapolation
 
 medians: dict[str, float] = {}
 

@@ -20,23 +20,12 @@ prec * (degree + 1) bits (about 5000 at 30 digits, 13000 at 50), so its field is
 at mpmath's current precision, as a field written for mpmath is; one held at the working
 precision would feed it noise and it would shrink its series without end.
 
-Intervals: [0, 1/4] at 30 digits, an eighth of the issue's T = 2 (odefun took about 60 s
-there without gmpy2, as the issue measured). At 50 digits each odefun series cost over two
-minutes without gmpy2 (78 field evaluations at about 13000 bits, mpmath's pure-Python erf
-in GELU dominating) and the first covers [0, 0.062]: the interval is [0, 1/32], inside
-it, so that the module runs in minutes. The ratio depends on the interval: at 30 digits,
-measured without gmpy2 while choosing it, about 17x on [0, 1/16] (one odefun series, at
-its lower first precision), 67x on [0, 1/4] and 100x on [0, 1].
-
-Measured on a quiet 2-core machine (2026-12-03) with gmpy2, a core dependency on which
-mpmath's numbers are GMP integers (odefun gains most: its numbers have 5000 to 13000
-bits): odefun 9.2 s at 30 digits and 17.9 s at 50 (52.2 s and 119 s with MPMATH_NOGMPY=1);
-arb 134x at 30 digits and 284x at 50, mpmath 108x at 50, each with fewer evaluations
-than the fixed steps; mpmath at 30 digits 22x, short of the target (101x against odefun
-without gmpy2). There tol = 10^-26 is 10^5 unit roundoffs: the modelled rounding of
-column 14, the last usable, takes half of it, the first step (the whole interval) is
-rejected at 1.5 times what is left, and the rejected 211 evaluations are 42% of the run's
-503 (arb's balls measure their rounding at 32 guard bits, and the same step is accepted).
+Intervals: [0, 1/4] at 30 digits, an eighth of the issue's T = 2, and [0, 1/32] at 50
+digits, inside odefun's first series there, so that the module runs in minutes. The ratio
+depends on the interval (odefun's cost per series is nearly fixed while the reference's
+grows with the length), and on gmpy2, a core dependency on which mpmath's numbers are GMP
+integers (odefun, whose numbers have thousands of bits, gains most). `test_targets` prints
+the ratios, the evaluations and the errors of each run.
 
     python -m pytest benchmarks/test_reference_work_precision.py --benchmark-only -s
 """
@@ -54,8 +43,8 @@ from mpmath.libmp import prec_to_dps
 from scipy.integrate import solve_ivp
 
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve, solve_reference
-from solvers.flow import LayerFlow
-from solvers.integrators import extrapolation_evaluations
+from solvers.equation.flow import LayerFlow
+from solvers.integrators.tableaux import extrapolation_evaluations
 
 TOKENS, D, HEADS, D_FF, SEED = 3, 4, 2, 8, 0
 DIGITS = (30, 50)
@@ -371,9 +360,11 @@ def test_targets(benchmark, tmp_path_factory):
     """The table, the figure, the ratios, and the targets asserted on them (the fixture keeps
     this test running under --benchmark-only)."""
     needed = {("odefun", digits) for digits in DIGITS} | {
-        (what, name, digits) for what in ("reference", "fixed") for name in BACKENDS
+        (what, name, digits)
+        for what in ("reference", "fixed")
+        for name in BACKENDS
         for digits in DIGITS
-    }  # fmt: skip
+    }
     if not needed <= set(targets):
         pytest.fail(f"run the whole module with --benchmark-only; missing {needed - set(targets)}")
     print(
@@ -409,11 +400,14 @@ def test_targets(benchmark, tmp_path_factory):
             f"precision), solve_reference {reference.seconds:.3g} s (error "
             f"{reference.error:.2e}, {reference.evaluations} evaluations): {speedup:.1f}x "
             f"faster (target >= {TARGET_SPEEDUP}x); "
-            + ("fewest fixed steps reaching it" if reaches else "no fixed count reaches it; "
-               "the most accurate")
+            + (
+                "fewest fixed steps reaching it"
+                if reaches
+                else "no fixed count reaches it; the most accurate"
+            )
             + f": {fixed.solver} {fixed.seconds:.3g} s (error {fixed.error:.2e}, "
             f"{fixed.evaluations} evaluations)"
-        )  # fmt: skip
+        )
         if speedup < TARGET_SPEEDUP:
             failures.append(
                 f"{name} {digits} digits: {speedup:.1f}x faster than odefun, not {TARGET_SPEEDUP}x"

@@ -36,6 +36,8 @@ def test_targets(benchmark):
     if set(medians) != {1, 2}:
         pytest.fail(f"run the whole module with --benchmark-only; measured {sorted(medians)}")
     speedup = medians[1] / medians[2]
-    print(f"\ndefault study: serial {medians[1]:.1f} s, 2 workers {medians[2]:.1f} s, "
-          f"speedup {speedup:.2f}x (target {SPEEDUP_TARGET}x)")  # fmt: skip
+    print(
+        f"\ndefault study: serial {medians[1]:.1f} s, 2 workers {medians[2]:.1f} s, "
+        f"speedup {speedup:.2f}x (target {SPEEDUP_TARGET}x)"
+    )
     assert speedup >= SPEEDUP_TARGET

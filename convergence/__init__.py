@@ -16,7 +16,7 @@ from convergence.limit import limit_check
 from convergence.network_limit import network_limit
 from convergence.order import OrderVerdict, estimate_order, richardson
 from convergence.precision import precision_ladder
-from convergence.rounding import rounding_error_by_depth
+from convergence.rounding_by_depth import rounding_error_by_depth
 from convergence.testing import assert_order
 from convergence.time_step import splitting_table, time_step_study
 from convergence.transformer_limit import transformer_limit_distance

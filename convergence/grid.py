@@ -1,7 +1,7 @@
 """Grid refinement of the attention operator: its quadrature discretisation as sizes grow.
 
 `grid_study` evaluates the discretised attention operator A(f)(x, zeta) of a continuous
-layer (solvers.grids.attention_at, the Nystrom extension) at fixed probe points on
+layer (solvers.space.grids.attention_at, the Nystrom extension) at fixed probe points on
 grids of increasing size, every axis refined together or one axis alone (the others
 held at the reference size), and compares with a fine Gauss-Legendre reference grid. The
 order of the error in h = 1/n comes from `estimate_order`; for spectral convergence the
@@ -14,7 +14,6 @@ in use here.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,9 +21,9 @@ import numpy as np
 
 from convergence.order import OrderEstimate, estimate_order
 from solvers.errors import InvalidInputError
-from solvers.grids import RULES, Grid, attention_at
-from solvers.kernels import ContinuousLayer
-from solvers.provenance import Provenance
+from solvers.results.provenance import Provenance, timed
+from solvers.space.grids import RULES, Grid, attention_at
+from solvers.space.kernels import ContinuousLayer
 
 AXES = ("all", "tokens", "features", "head_features")
 SPECTRAL_ORDER = 10.0
@@ -53,6 +52,7 @@ def is_spectral(sizes: Sequence[int], errors: Sequence[float]) -> bool:
     return bool(local) and bool(max(local) >= SPECTRAL_ORDER)
 
 
+@timed
 def grid_study(
     layer: ContinuousLayer,
     f: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -72,12 +72,14 @@ def grid_study(
         raise InvalidInputError(f"unknown axis {axis!r}; allowed: {AXES}")
     if len(sizes) < 3:
         raise InvalidInputError(f"a grid study needs at least 3 sizes, got {list(sizes)}")
-    started = time.perf_counter()
     x, zeta = np.random.default_rng(seed).random((2, probes))
     reference = attention_at(
-        layer, f, Grid(reference_size, reference_size, reference_size, 8, "gauss-legendre"),
-        x, zeta,
-    )  # fmt: skip
+        layer,
+        f,
+        Grid(reference_size, reference_size, reference_size, 8, "gauss-legendre"),
+        x,
+        zeta,
+    )
     errors = []
     for n in sizes:
         if axis == "all":
@@ -90,7 +92,11 @@ def grid_study(
     estimate = estimate_order([1 / n for n in sizes], errors, expected=expected, floor=floor)
     spectral = is_spectral(sizes, errors)
     return GridStudy(
-        rule=rule, axis=axis, sizes=[int(n) for n in sizes], errors=errors, estimate=estimate,
-        spectral=spectral, reference=f"gauss-legendre, {reference_size} points per axis",
-        wall_time=time.perf_counter() - started,
-    )  # fmt: skip
+        rule=rule,
+        axis=axis,
+        sizes=[int(n) for n in sizes],
+        errors=errors,
+        estimate=estimate,
+        spectral=spectral,
+        reference=f"gauss-legendre, {reference_size} points per axis",
+    )

@@ -10,7 +10,6 @@ in docs/vision.md section 3 and docs/orders.md section 2.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from itertools import pairwise
@@ -20,12 +19,13 @@ import numpy as np
 from convergence.grid import GridStudy, is_spectral
 from convergence.order import estimate_order
 from solvers import PiecewiseControls, Problem, solve
-from solvers.cvt import ConvProjection, conv_attention_at
-from solvers.cvt import probed_problem as cvt_probed_problem
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
-from solvers.vit import attention_2d_at
-from solvers.vit import probed_problem as vit_probed_problem
-from solvers.weights import LayerWeights
+from solvers.results.provenance import timed
+from solvers.space.cvt import ConvProjection, conv_attention_at
+from solvers.space.cvt import probed_problem as cvt_probed_problem
+from solvers.space.vit import attention_2d_at
+from solvers.space.vit import probed_problem as vit_probed_problem
 
 Evaluate = Callable[[int, np.ndarray], np.ndarray]
 
@@ -36,6 +36,7 @@ def in_constant_ratio(sizes: Sequence[int]) -> bool:
     return len({Fraction(b, a) for a, b in pairwise(sorted(sizes))}) <= 1
 
 
+@timed
 def grid_2d_study(
     evaluate: Evaluate,
     sizes: Sequence[int],
@@ -66,7 +67,6 @@ def grid_2d_study(
         raise InvalidInputError(
             f"the reference grid ({reference_size}) must be finer than every size {sizes}"
         )
-    started = time.perf_counter()
     points = np.random.default_rng(seed).random((probes, 2))
     values = [evaluate(n, points) for n in sizes]
     if reference_size is None:
@@ -79,10 +79,14 @@ def grid_2d_study(
     floor = 1e-15 * float(np.abs(truths[-1]).max()) * (reference_size or max(sizes))
     estimate = estimate_order([1 / n for n in sizes], errors, expected=expected, floor=floor)
     return GridStudy(
-        rule=rule, axis=axis, sizes=sizes, errors=errors, estimate=estimate,
-        spectral=is_spectral(sizes, errors), reference=described,
-        wall_time=time.perf_counter() - started,
-    )  # fmt: skip
+        rule=rule,
+        axis=axis,
+        sizes=sizes,
+        errors=errors,
+        estimate=estimate,
+        spectral=is_spectral(sizes, errors),
+        reference=described,
+    )
 
 
 def flow_grid_2d_study(
@@ -113,9 +117,13 @@ def vit_grid_study(
     """The attention integral over [0, 1)^2 with `rule` per axis, against a fine
     Gauss-Legendre grid."""
     return grid_2d_study(
-        lambda n, x: attention_2d_at(layer, f, n, rule, x), sizes, rule=rule, axis="tokens (2-D)",
-        reference=lambda n, x: attention_2d_at(layer, f, n, "gauss-legendre", x), **options,
-    )  # fmt: skip
+        lambda n, x: attention_2d_at(layer, f, n, rule, x),
+        sizes,
+        rule=rule,
+        axis="tokens (2-D)",
+        reference=lambda n, x: attention_2d_at(layer, f, n, "gauss-legendre", x),
+        **options,
+    )
 
 
 def cvt_grid_study(
@@ -128,9 +136,12 @@ def cvt_grid_study(
     """The convolutional attention on n x n midpoint grids of T^2 (keys and values on
     the projection's key grid), against a fine grid of the same kind."""
     return grid_2d_study(
-        lambda n, x: conv_attention_at(layer, projection, f, n, x), sizes,
-        rule="midpoint (2-D tokens)", axis=f"tokens, stride {projection.stride}", **options,
-    )  # fmt: skip
+        lambda n, x: conv_attention_at(layer, projection, f, n, x),
+        sizes,
+        rule="midpoint (2-D tokens)",
+        axis=f"tokens, stride {projection.stride}",
+        **options,
+    )
 
 
 def vit_flow_grid_study(
@@ -146,9 +157,12 @@ def vit_flow_grid_study(
     depth) refined in the token grid, compared at probe points."""
     controls = PiecewiseControls(layers)
     return flow_grid_2d_study(
-        lambda n, x: vit_probed_problem(controls, f, n, rule, x, len(layers), norm), sizes,
-        rule=rule, axis="tokens (2-D), flow", **options,
-    )  # fmt: skip
+        lambda n, x: vit_probed_problem(controls, f, n, rule, x, len(layers), norm),
+        sizes,
+        rule=rule,
+        axis="tokens (2-D), flow",
+        **options,
+    )
 
 
 def cvt_flow_grid_study(
@@ -166,6 +180,8 @@ def cvt_flow_grid_study(
     controls = PiecewiseControls(layers)
     return flow_grid_2d_study(
         lambda n, x: cvt_probed_problem(controls, projection, f, n, x, len(layers), norm),
-        sizes, rule="midpoint (2-D tokens)", axis=f"tokens, stride {projection.stride}, flow",
+        sizes,
+        rule="midpoint (2-D tokens)",
+        axis=f"tokens, stride {projection.stride}, flow",
         **options,
-    )  # fmt: skip
+    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,9 +21,9 @@ from convergence.order import OrderEstimate, estimate_order
 from convergence.time_step import MethodConvergence, time_step_study
 from solvers import PiecewiseControls, Problem, backend, solve_layers
 from solvers.backends import Backend
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError, UndefinedOperationError
-from solvers.provenance import Provenance
-from solvers.weights import LayerWeights
+from solvers.results.provenance import Provenance, timed
 
 
 def _scalar_norm(n: int, name: str, pair: tuple[np.ndarray, np.ndarray]) -> tuple[float, float]:
@@ -109,6 +108,7 @@ class EpsLimitStudy(Provenance):
     precision: str
 
 
+@timed
 def eps_limit_study(
     problem: Problem,
     eps_values: Sequence[float],
@@ -130,7 +130,6 @@ def eps_limit_study(
         raise InvalidInputError(
             f"eps_values must be at least 3 positive numbers (to fit the power), got {eps_values}"
         )
-    started = time.perf_counter()
     bk = backend(precision)
     eps0 = solve_layers(lie_limit(with_eps(problem, 0.0)), "reference", reference_steps, bk)
     convergence, distance, per_layer = [], [], []
@@ -138,9 +137,14 @@ def eps_limit_study(
         studied = with_eps(problem, eps)
         limit = lie_limit(studied)
         study = time_step_study(
-            studied, ["lie"], steps_per_unit, limit=limit, expected={"lie": 1.0},
-            precision=bk, reference_steps=reference_steps,
-        )  # fmt: skip
+            studied,
+            ["lie"],
+            steps_per_unit,
+            limit=limit,
+            expected={"lie": 1.0},
+            precision=bk,
+            reference_steps=reference_steps,
+        )
         convergence.append(study.methods[0])
         shrunken = solve_layers(limit, "reference", reference_steps, bk)
         with bk.active():
@@ -155,5 +159,4 @@ def eps_limit_study(
         distance_fit=estimate_order(eps_values, distance, expected=1.0),
         reference=f"extrapolation reference, {reference_steps} steps per unit",
         precision=repr(bk),
-        wall_time=time.perf_counter() - started,
     )

@@ -17,7 +17,6 @@ that budget.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,9 +26,9 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend
+from solvers.equation.flow import LayerFlow
 from solvers.errors import InvalidInputError
-from solvers.flow import LayerFlow
-from solvers.provenance import Provenance
+from solvers.results.provenance import Provenance, timed
 
 COLLAPSE = 1e-6
 """Relative token spread below which (and this far below its largest) the tokens have
@@ -118,6 +117,7 @@ def _perturbed(problem: Problem) -> tuple[Problem, float]:
     return dataclasses.replace(problem, u0=problem.u0 + delta), float(np.abs(delta).max())
 
 
+@timed
 def limit_check(
     problem: Problem,
     steps_per_unit: Sequence[int],
@@ -144,7 +144,6 @@ def limit_check(
         )
     if problem.manufactured is not None:
         raise InvalidInputError("a limit check needs a problem without a manufactured forcing")
-    started = time.perf_counter()
     bk = backend(precision)
     shifted, size = _perturbed(problem)
     real = _real(problem.u0, problem.mask)
@@ -182,7 +181,6 @@ def limit_check(
         precision=repr(bk),
         refined=steps[requested:],
         max_steps_per_unit=max_steps_per_unit,
-        wall_time=time.perf_counter() - started,
     )
 
 
@@ -215,9 +213,15 @@ class _Level:
             sensitivity = float(np.abs(bk.to_float64(moved - run))[real].max()) / size
             defect = _fixed_point_defect(problem, bk, run) if problem.norm == "post" else None
         return cls(
-            m, run, difference, float(np.abs(state[real]).max()), token_spread(state, real),
-            distinct_tokens(state, real=real), defect, sensitivity,
-        )  # fmt: skip
+            m,
+            run,
+            difference,
+            float(np.abs(state[real]).max()),
+            token_spread(state, real),
+            distinct_tokens(state, real=real),
+            defect,
+            sensitivity,
+        )
 
 
 def _verdict(levels: list[_Level], collapse: float) -> tuple[OrderVerdict, OrderEstimate, str]:
@@ -243,8 +247,9 @@ def _verdict(levels: list[_Level], collapse: float) -> tuple[OrderVerdict, Order
                 "largest)"
             )
         if one_point:
-            evidence.append(f"the tokens fall onto one point (spread {max(spread):.3g} -> "
-                            f"{spread[-1]:.3g})")  # fmt: skip
+            evidence.append(
+                f"the tokens fall onto one point (spread {max(spread):.3g} -> {spread[-1]:.3g})"
+            )
         elif levels[-1].clusters < levels[0].clusters:
             evidence.append(
                 f"the tokens fall onto {levels[-1].clusters} distinct points (from "

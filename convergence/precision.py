@@ -12,7 +12,6 @@ smallest error).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,8 +20,8 @@ import numpy as np
 from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend, convert
-from solvers.exact import uniform_attention_solution
-from solvers.provenance import Provenance
+from solvers.equation.exact import uniform_attention_solution
+from solvers.results.provenance import Provenance, timed
 
 
 @dataclass(frozen=True)
@@ -37,6 +36,7 @@ class PrecisionLadder(Provenance):
     reference: str
 
 
+@timed
 def precision_ladder(
     problem: Problem,
     method: str,
@@ -52,7 +52,6 @@ def precision_ladder(
     when it has one, else the error-controlled reference (steps at most 1 /
     reference_steps) at `reference_precision` (mpmath at 60 digits by default).
     """
-    started = time.perf_counter()
     steps = sorted(int(m) for m in steps_per_unit)
     high = backend("mpmath", 60) if reference_precision is None else backend(reference_precision)
     with high.active():
@@ -94,5 +93,4 @@ def precision_ladder(
         floors=floors,
         estimates=estimates,
         reference=f"{source} in {high!r}",
-        wall_time=time.perf_counter() - started,
     )

@@ -13,7 +13,6 @@ splitting (docs/orders.md section 1).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,11 +21,11 @@ import numpy as np
 from convergence.order import OrderEstimate, estimate_order
 from solvers import Problem, backend, solve_layers, solve_reference
 from solvers.backends import Backend
+from solvers.equation.exact import uniform_attention_solution
 from solvers.errors import InvalidInputError
-from solvers.exact import uniform_attention_solution
-from solvers.methods import METHODS
-from solvers.provenance import Provenance
-from solvers.schemes import SPLITTINGS
+from solvers.methods.splitting import SPLITTINGS
+from solvers.results.provenance import Provenance, timed
+from solvers.solving import METHODS
 
 REFERENCES = ("exact", "reference", "richardson")
 FLOOR_ROUNDOFFS = 100
@@ -82,6 +81,7 @@ def _exact_layers(problem: Problem, bk: Backend) -> np.ndarray:
     return uniform_attention_solution(problem, bk)[None]
 
 
+@timed
 def time_step_study(
     problem: Problem,
     methods: Sequence[str],
@@ -109,7 +109,6 @@ def time_step_study(
     for name in methods:
         if name not in METHODS:
             raise InvalidInputError(f"unknown method {name!r}; allowed: {', '.join(METHODS)}")
-    started = time.perf_counter()
     bk = backend(precision)
     steps = sorted(int(m) for m in steps_per_unit)
     exact, reference_error = (
@@ -164,7 +163,6 @@ def time_step_study(
         reference=reference,
         precision=repr(bk),
         configuration={"norm": problem.norm, "t_final": problem.t_final, **(configuration or {})},
-        wall_time=time.perf_counter() - started,
     )
 
 

@@ -10,7 +10,6 @@ own estimated error is reported beside the distance; the growth is fitted as C s
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,9 +19,9 @@ from convergence.layer_norm_eps import lie_limit
 from convergence.order import OrderEstimate, estimate_order
 from solvers import PiecewiseControls, Problem, backend, solve_layers, solve_reference
 from solvers.backends import Backend
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
-from solvers.provenance import Provenance
-from solvers.weights import LayerWeights
+from solvers.results.provenance import Provenance, timed
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,7 @@ class TransformerLimitDistance(Provenance):
     precision: str
 
 
+@timed
 def transformer_limit_distance(
     layers: Sequence[LayerWeights],
     u0: np.ndarray,
@@ -55,7 +55,7 @@ def transformer_limit_distance(
     `layers` come from `from_torch` or `LayerWeights.random`; u0 is the input (N, d) or
     (B, N, d). `norm` is the layers' placement ("post", "pre", "none"), with no default:
     the same weights read as post-LN or pre-LN are different networks (for a torch
-    encoder, `solvers.torch_io.torch_norm_placement`). `expected` is the growth order q
+    encoder, `solvers.io.torch_modules.torch_norm_placement`). `expected` is the growth order q
     to test (see the module docstring). The limit is solved by solve_reference in steps of
     at most 1 / ceil(reference_steps max(1, s^2)) (its error does not depend on them).
     """
@@ -66,7 +66,6 @@ def transformer_limit_distance(
         )
     if len(set(scales)) != len(scales):
         raise InvalidInputError(f"scales must be distinct, got {scales}")
-    started = time.perf_counter()
     bk = backend(precision)
     distance, frobenius, per_layer, reference_error, steps_used = [], [], [], [], []
     for s in scales:
@@ -95,5 +94,4 @@ def transformer_limit_distance(
         growth=estimate_order(scales, distance, expected=expected, floor=max(reference_error)),
         norm=norm,
         precision=repr(bk),
-        wall_time=time.perf_counter() - started,
     )

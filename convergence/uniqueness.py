@@ -17,7 +17,6 @@ check then sees SUPERCONVERGENT, which it accepts).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -29,12 +28,12 @@ import numpy as np
 from convergence.order import OrderEstimate, OrderVerdict, estimate_order
 from solvers import Problem, backend, solve
 from solvers.backends import Backend
-from solvers.driver import layer_lengths
 from solvers.errors import InvalidInputError
-from solvers.methods import METHODS
-from solvers.provenance import Provenance
-from solvers.rounding import solve_allowance
-from solvers.schemes import SteppingMethod
+from solvers.methods.driver import layer_lengths
+from solvers.methods.stepping import SteppingMethod
+from solvers.results.allowances import solve_allowance
+from solvers.results.provenance import Provenance, timed
+from solvers.solving import METHODS
 from solvers.validation import choice, positive_int
 
 SAME_LIMIT_VERDICTS = frozenset(
@@ -87,6 +86,7 @@ class Uniqueness(Provenance):
         raise InvalidInputError(f"no pair {first!r}, {second!r}; runs: {self.runs}")
 
 
+@timed
 def uniqueness_study(
     problem: Problem,
     *,
@@ -99,7 +99,6 @@ def uniqueness_study(
     `precisions` default to float64 and mpmath with 30 digits. At least two runs, and at
     least 3 distinct positive step counts.
     """
-    started = time.perf_counter()
     if not isinstance(problem, Problem):
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
     resolved = []
@@ -147,23 +146,35 @@ def uniqueness_study(
             verdict = LimitVerdict.SAME if within else LimitVerdict.DIFFERENT
             pairs.append(
                 PairDifference(
-                    a, b, None, differences, None, floor, verdict,
+                    a,
+                    b,
+                    None,
+                    differences,
+                    None,
+                    floor,
+                    verdict,
                     "one method in two precisions: differences "
-                    + ("within" if within else "above") + " the rounding allowance",
+                    + ("within" if within else "above")
+                    + " the rounding allowance",
                 )
-            )  # fmt: skip
+            )
             continue
         expected = float(min(method_a.order, method_b.order))
         estimate = estimate_order(hs, differences, expected=expected, floor=max(floor))
         same = estimate.verdict in SAME_LIMIT_VERDICTS
         pairs.append(
             PairDifference(
-                a, b, expected, differences, estimate, None,
+                a,
+                b,
+                expected,
+                differences,
+                estimate,
+                None,
                 LimitVerdict.SAME if same else LimitVerdict.DIFFERENT,
                 f"differences shrink at order {estimate.order:.3g} (expected {expected:g}): "
                 f"{estimate.verdict}",
             )
-        )  # fmt: skip
+        )
     return Uniqueness(
         runs=labels,
         orders={label: method.order for label, (method, _) in zip(labels, runs, strict=True)},
@@ -181,5 +192,4 @@ def uniqueness_study(
             "methods": [m.name for m in resolved],
             "precisions": [repr(bk) for bk in backends],
         },
-        wall_time=time.perf_counter() - started,
     )

@@ -4,23 +4,23 @@ Every public function is exported here (`from properties import gronwall_bound`)
 README's map of the library names the module that holds each.
 """
 
-from properties.attention_weights import check_attention_weights
-from properties.conditioning import attention_conditioning, layer_norm_conditioning
-from properties.constraint_set import check_flow_stays_on_s1
-from properties.continuous_dependence import continuous_dependence
-from properties.dependence_sweep import continuous_dependence_sweep
-from properties.equivariance import check_permutation_equivariance
-from properties.gronwall import gronwall_bound
-from properties.lyapunov import ftle_convergence, perturbation_growth
-from properties.paper_substeps import check_six_substeps
-from properties.projection_theorem import (
+from properties.conditioning.conditioning import attention_conditioning, layer_norm_conditioning
+from properties.exactness.paper_substeps import check_six_substeps
+from properties.exactness.projection_theorem import (
     check_layer_norm_idempotence,
     check_projection_idempotence_and_scale,
     check_projection_theorem,
 )
-from properties.projections import check_relu_projection, measure_projection_expansion
-from properties.stability_map import stability_map
-from properties.transformer_identity import check_lie_is_transformer
+from properties.exactness.transformer_identity import check_lie_is_transformer
+from properties.invariants.attention_weights import check_attention_weights
+from properties.invariants.constraint_set import check_flow_stays_on_s1
+from properties.invariants.equivariance import check_permutation_equivariance
+from properties.invariants.projections import check_relu_projection, measure_projection_expansion
+from properties.stability.lyapunov import ftle_convergence, perturbation_growth
+from properties.stability.stability_map import stability_map
+from properties.well_posedness.continuous_dependence import continuous_dependence
+from properties.well_posedness.dependence_sweep import continuous_dependence_sweep
+from properties.well_posedness.gronwall import gronwall_bound
 
 __all__ = [
     "attention_conditioning",

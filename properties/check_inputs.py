@@ -1,6 +1,6 @@
 """The inputs the operator checks share, validated: a layer, a state, and one layer's
 problem, which carries the attention's positional context (causal mask, token weights) and
-builds its score bias B (solvers.problem.Problem.score_bias; docs/model.md section 1)."""
+builds its score bias B (solvers.equation.problem.Problem.score_bias; docs/model.md section 1)."""
 
 from __future__ import annotations
 

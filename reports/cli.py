@@ -32,7 +32,7 @@ from reports.store import ResultStore, stored_records
 from reports.study import Study, default_study, load_study
 from solvers.backends import REGISTRY
 from solvers.errors import TideError
-from solvers.methods import METHODS
+from solvers.solving import METHODS
 
 
 def _studies(paths: list[str]) -> list[Study]:

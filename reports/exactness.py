@@ -13,11 +13,14 @@ from functools import partial
 import numpy as np
 
 from properties.claim_check import CheckVerdict, ClaimCheck
-from properties.paper_substeps import check_six_substeps
-from properties.projection_theorem import check_layer_norm_idempotence, check_projection_theorem
-from properties.transformer_identity import check_lie_is_transformer
+from properties.exactness.paper_substeps import check_six_substeps
+from properties.exactness.projection_theorem import (
+    check_layer_norm_idempotence,
+    check_projection_theorem,
+)
+from properties.exactness.transformer_identity import check_lie_is_transformer
 from solvers import LayerWeights, backend
-from solvers.torch_io import torch_available
+from solvers.io.torch_modules import torch_available
 
 PRECISIONS = (
     ("float16", None),

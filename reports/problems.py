@@ -3,12 +3,12 @@
     problem = { d = 6, tokens = 5, heads = 2, d_ff = 8, layers = 2, norm = "post",
                 weight_scale = 0.7, relu_shift = 2.5, manufactured = true }
 
-`manufactured = true` starts from the manufactured solution on S1 (solvers.exact) and
+`manufactured = true` starts from the manufactured solution on S1 (solvers.equation.exact) and
 adds its forcing, so the exact solution is known; otherwise u0 is N(0, 1). `relu_shift`
 adds a constant to the FFN's hidden biases b1: with a large enough shift no hidden
 pre-activation crosses zero, the field is smooth and the extrapolation reference is
 cheap. `uniform_attention` zeroes Wk, b_v, b_o and the FFN's output (W2, b2): every
-token attends uniformly and the solution is known in closed form (solvers.exact). `eps`
+token attends uniformly and the solution is known in closed form (solvers.equation.exact). `eps`
 and `affine` give torch-style layer norms (eps > 0; per-feature gains
 1 + 0.3 N(0, 1) and biases 0.3 N(0, 1)). `norm1 = [gain, bias]` gives every layer a first
 norm that differs from its second, as trained post-LN layers have (scalars; the flow is
@@ -27,9 +27,9 @@ import numpy as np
 
 from reports.schema import Field, array_of, boolean, integer, number, one_of, reject, table
 from solvers import LayerWeights, PiecewiseControls, Problem
-from solvers.manufactured import ManufacturedSolution
-from solvers.operators import LAYER_NORMS
-from solvers.weights import ACTIVATIONS
+from solvers.equation.manufactured import ManufacturedSolution
+from solvers.equation.operators import LAYER_NORMS
+from solvers.equation.weights import ACTIVATIONS
 
 PROBLEM_FIELDS = {
     "d": Field(integer(1, 512), 6, "features"),

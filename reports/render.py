@@ -23,7 +23,7 @@ from reports.experiments.base import Section
 from reports.store import write_atomically
 from reports.study import Study
 from reports.tables import latex_escape, latex_table, markdown_table
-from solvers.provenance import versions
+from solvers.results.provenance import versions
 
 FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
 

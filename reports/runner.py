@@ -28,7 +28,7 @@ from reports.experiments import EXPERIMENTS
 from reports.store import ResultStore
 from reports.study import Case, Study
 from solvers.errors import InvalidInputError, TideError
-from solvers.provenance import versions
+from solvers.results.provenance import versions
 
 
 def run_case(case: Case, single_threaded: bool = False) -> dict[str, Any]:

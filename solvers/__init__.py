@@ -5,15 +5,15 @@ from_torch, load_model, save_model, Model.
 """
 
 from solvers.backends import backend
-from solvers.controls import PiecewiseControls
-from solvers.driver import solve, solve_layers
+from solvers.equation.controls import PiecewiseControls
+from solvers.equation.problem import Problem
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError, TideError, UndefinedOperationError
-from solvers.model import Model
-from solvers.model_io import load_model, save_model
-from solvers.problem import Problem
-from solvers.reference_solution import ReferenceSolution, solve_reference
-from solvers.torch_io import from_torch
-from solvers.weights import LayerWeights
+from solvers.io.model_files import load_model, save_model
+from solvers.io.torch_modules import from_torch
+from solvers.network.model import Model
+from solvers.reference.solution import ReferenceSolution, solve_reference
+from solvers.solving import solve, solve_layers
 
 __all__ = [
     "InvalidInputError",

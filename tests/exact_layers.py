@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from solvers import LayerWeights, PiecewiseControls, Problem
-from solvers.manufactured import ManufacturedSolution
+from solvers.equation.manufactured import ManufacturedSolution
 
 
 def uniform_attention_layer(d: int, rates: tuple[float, ...], rng) -> LayerWeights:
@@ -16,12 +16,19 @@ def uniform_attention_layer(d: int, rates: tuple[float, ...], rng) -> LayerWeigh
     heads = len(rates)
     zeros = np.zeros
     return LayerWeights(
-        wq=rng.standard_normal((heads, d, d)), bq=zeros((heads, d)),
-        wk=zeros((heads, d, d)), bk=zeros((heads, d)),
-        wv=np.stack([a * np.eye(d) for a in rates]), bv=zeros((heads, d)),
-        wo=np.stack([np.eye(d)] * heads), bo=zeros(d),
-        w1=rng.standard_normal((d, 5)), b1=zeros(5), w2=zeros((5, d)), b2=zeros(d),
-    )  # fmt: skip
+        wq=rng.standard_normal((heads, d, d)),
+        bq=zeros((heads, d)),
+        wk=zeros((heads, d, d)),
+        bk=zeros((heads, d)),
+        wv=np.stack([a * np.eye(d) for a in rates]),
+        bv=zeros((heads, d)),
+        wo=np.stack([np.eye(d)] * heads),
+        bo=zeros(d),
+        w1=rng.standard_normal((d, 5)),
+        b1=zeros(5),
+        w2=zeros((5, d)),
+        b2=zeros(d),
+    )
 
 
 def manufactured_post_ln(shift: float = 2.5, norm1: tuple[float, float] | None = None):

@@ -1,6 +1,7 @@
-"""The house rules of ARCHITECTURE.md, checked on the source: imports flow one way with no
-cycle, library modules stay small, every docs/ section the code cites exists, and a study
-worker imports nothing that only drawing or reading models needs."""
+"""The rules of docs/architecture.md, checked on the source: imports flow one way between the
+packages and between the rooms (sub-packages) inside them, with no cycle; folders and
+modules stay small; every docs/ section the code cites exists; and a study worker imports
+nothing that only drawing or reading models needs."""
 
 from __future__ import annotations
 
@@ -21,7 +22,39 @@ ALLOWED = {
     "reports": set(PACKAGES),
 }
 """Which packages each package may import: solvers <- convergence, properties <- reports."""
-LARGEST_MODULE = 450
+_BASE = {"solvers.errors", "solvers.validation", "solvers.backends"}
+ROOMS = {
+    "solvers.errors": set(),
+    "solvers.validation": {"solvers.errors"},
+    "solvers.backends": {"solvers.errors"},
+    "solvers.results": set(),
+    "solvers.integrators": {"solvers.errors", "solvers.backends"},
+    "solvers.equation": _BASE,
+    "solvers.space": _BASE | {"solvers.equation"},
+    "solvers.network": _BASE | {"solvers.equation", "solvers.space"},
+    "solvers.methods": _BASE | {"solvers.equation", "solvers.integrators"},
+    "solvers.reference": _BASE | {"solvers.equation", "solvers.integrators", "solvers.methods"},
+    "solvers.io": _BASE | {"solvers.equation", "solvers.network"},
+    "solvers.solving": _BASE | {"solvers.equation", "solvers.methods", "solvers.reference"},
+    "properties.claim_check": set(),
+    "properties.check_inputs": set(),
+    "properties.conditioning": {"properties.claim_check", "properties.check_inputs"},
+    "properties.exactness": {"properties.claim_check", "properties.check_inputs"},
+    "properties.stability": {"properties.claim_check", "properties.check_inputs"},
+    "properties.well_posedness": {"properties.claim_check", "properties.check_inputs"},
+    "properties.invariants": {
+        "properties.claim_check",
+        "properties.check_inputs",
+        "properties.conditioning",
+        "properties.exactness",
+    },
+}
+"""The rooms of solvers/ and properties/ and which rooms of the same package each may import
+(a package's own __init__ imports any of its rooms; docs/architecture.md section 2).
+Integrators know nothing of a layer; readers (io) read into the equation, never the reverse;
+the reference builds on the methods, and only `solving` (solve, the method table) sees both."""
+LARGEST_MODULE = 400
+MOST_MODULES_PER_FOLDER = 15
 CITATION = re.compile(r"docs/([\w-]+\.md)\s+sections?\s+(\d+)(?:\s+(and|to)\s+(\d+))?")
 
 
@@ -61,6 +94,79 @@ def test_imports_flow_one_way():
         if target.split(".")[0] not in ALLOWED[name.split(".")[0]]
     ]
     assert not wrong
+
+
+def room(module: str) -> str | None:
+    """The room (a sub-package or a top-level module) of solvers/ or properties/ that holds
+    `module`; None for the packages' own __init__ and for convergence and reports."""
+    parts = module.split(".")
+    if parts[0] not in ("solvers", "properties") or len(parts) == 1:
+        return None
+    return ".".join(parts[:2])
+
+
+def room_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from one room into another that ROOMS does not allow, and every room
+    that ROOMS does not know."""
+    wrong = []
+    for name, targets in graph.items():
+        here = room(name)
+        if here is None:
+            continue
+        if here not in ROOMS:
+            wrong.append(f"{name} is in a room that docs/architecture.md does not list")
+            continue
+        for target in targets:
+            there = room(target)
+            if there is None and target.split(".")[0] == name.split(".")[0]:
+                wrong.append(f"{name} imports its package's __init__ ({target})")
+            elif there not in (None, here) and there.split(".")[0] == here.split(".")[0]:
+                if there not in ROOMS[here]:
+                    wrong.append(f"{name} imports {target}: {here} may not import {there}")
+    return wrong
+
+
+def test_rooms_import_only_the_rooms_below_them():
+    assert not room_violations(GRAPH)
+
+
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("solvers.integrators.events", "solvers.equation.flow"),  # an integrator knows a layer
+        ("solvers.equation.weights", "solvers.io.torch_modules"),  # the equation reads files
+        ("solvers.methods.driver", "solvers.reference.controller"),  # a method needs the reference
+        ("properties.conditioning.rounding_bounds", "properties.invariants.projections"),
+        ("solvers.backends.base", "solvers.solving"),
+    ],
+)
+def test_the_room_rules_catch_a_wrong_import(importer, imported):
+    """The rule checker itself: one forbidden edge added to the real graph is reported."""
+    graph = {name: set(targets) for name, targets in GRAPH.items()}
+    graph[importer].add(imported)
+    assert room_violations(graph) == [
+        f"{importer} imports {imported}: {room(importer)} may not import {room(imported)}"
+    ]
+
+
+def test_folders_hold_at_most_fifteen_modules():
+    folders: dict[Path, int] = {}
+    for path in MODULES.values():
+        folders[path.parent] = folders.get(path.parent, 0) + 1
+    crowded = {
+        str(f.relative_to(ROOT)): n for f, n in folders.items() if n > MOST_MODULES_PER_FOLDER
+    }
+    assert not crowded
+
+
+def test_every_room_has_a_docstring_that_says_what_it_holds():
+    """Each sub-package's __init__ opens with a paragraph (docs/architecture.md section 2)."""
+    bare = [
+        name
+        for name, path in MODULES.items()
+        if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text()))
+    ]
+    assert not bare
 
 
 def test_no_import_cycle():
@@ -110,6 +216,20 @@ def _cited_sections() -> set[tuple[str, int]]:
             numbers = range(first, last + 1) if joined == "to" else {first, last}
             cited.update((page, n) for n in numbers)
     return cited
+
+
+def test_every_docs_page_the_code_names_exists():
+    """Any "docs/FILE.md" in the code, the tests, the benchmarks or the README, with or
+    without a section."""
+    sources = [
+        *MODULES.values(),
+        *ROOT.joinpath("tests").rglob("*.py"),
+        *ROOT.joinpath("benchmarks").rglob("*.py"),
+        ROOT / "README.md",
+    ]
+    named = {m for path in sources for m in re.findall(r"docs/([a-z][\w-]*\.md)", path.read_text())}
+    assert "architecture.md" in named
+    assert not [page for page in sorted(named) if not (ROOT / "docs" / page).is_file()]
 
 
 def test_the_citation_pattern_finds_citations():

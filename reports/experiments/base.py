@@ -18,7 +18,7 @@ from reports.claims import Evidence
 from reports.figures import Figure
 from reports.schema import Field
 from solvers.errors import TideError
-from solvers.records import from_json, to_json
+from solvers.results.records import from_json, to_json
 
 R = TypeVar("R")
 CASE = "case"

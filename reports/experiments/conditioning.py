@@ -1,4 +1,4 @@
-"""Conditioning of the LN projection and of attention (properties.conditioning) as an
+"""Conditioning of the LN projection and of attention (properties.conditioning.conditioning) as an
 experiment.
 
 kind "conditioning": case "layer-norm" measures P's Lipschitz constant at rows of
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from properties.claim_check import CheckVerdict
-from properties.conditioning import (
+from properties.conditioning.conditioning import (
     AttentionConditioning,
     LayerNormConditioning,
     attention_conditioning,

@@ -20,8 +20,8 @@ from reports.figures import convergence_figure, named_figure
 from reports.schema import Field, array_of, integer, one_of, orders_by
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
 from reports.tables import number as cell
-from solvers.grids import RULES
-from solvers.kernels import ContinuousLayer, SeriesKernel
+from solvers.space.grids import RULES
+from solvers.space.kernels import ContinuousLayer, SeriesKernel
 
 FAMILIES = ("fourier", "legendre")
 

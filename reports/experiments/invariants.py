@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from properties.attention_weights import check_attention_weights
 from properties.claim_check import CheckVerdict, ClaimCheck
-from properties.constraint_set import check_flow_stays_on_s1
-from properties.equivariance import check_permutation_equivariance
-from properties.projection_theorem import check_projection_idempotence_and_scale
-from properties.projections import check_relu_projection
+from properties.exactness.projection_theorem import check_projection_idempotence_and_scale
+from properties.invariants.attention_weights import check_attention_weights
+from properties.invariants.constraint_set import check_flow_stays_on_s1
+from properties.invariants.equivariance import check_permutation_equivariance
+from properties.invariants.projections import check_relu_projection
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Record, Section, results
 from reports.problems import build_problem, problem_spec

@@ -17,8 +17,8 @@ import numpy as np
 from reports.schema import Field, array_of, integer, one_of, reject, text
 from solvers import load_model
 from solvers.errors import InvalidInputError
-from solvers.methods import METHODS, checked_method
-from solvers.model import Model
+from solvers.network.model import Model
+from solvers.solving import METHODS, checked_method
 from solvers.validation import finite_array, token_mask
 
 STARTS = ("inputs", "tokens", "pixels")

@@ -2,7 +2,7 @@
 
 kind "precision-ladder" (convergence.precision): one method at increasing steps in
 several number systems, each one's rounding floor located; one case per precision.
-kind "rounding-depth" (convergence.rounding): the error of float formats after 1..L
+kind "rounding-depth" (convergence.rounding_by_depth): the error of float formats after 1..L
 layers against 50 digits, with the documented 8 sqrt(n) u bound and the fitted power.
 """
 
@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from convergence.precision import PrecisionLadder, precision_ladder
-from convergence.rounding import BOUND_CONSTANT, RoundingByDepth, rounding_error_by_depth
+from convergence.rounding_by_depth import BOUND_CONSTANT, RoundingByDepth, rounding_error_by_depth
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Record, Section, results
 from reports.figures import lines_figure, named_figure
@@ -21,7 +21,7 @@ from reports.schema import Field, array_of, integer, one_of, precision
 from reports.tables import latex_table, markdown_table, number
 from solvers import backend
 from solvers.backends import REGISTRY
-from solvers.methods import METHODS
+from solvers.solving import METHODS
 
 
 def _backend(spec: dict[str, Any]):

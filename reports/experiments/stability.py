@@ -1,4 +1,4 @@
-"""Stability (properties.stability_map, properties.lyapunov) as a study experiment.
+"""Stability (properties.stability: stability_map, lyapunov) as a study experiment.
 
 kind "stability": case "map" measures the largest stable dt of each method over weight
 scales x attention temperatures on the damped-attention family (random attention plus an
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from properties.claim_check import CheckVerdict
-from properties.damped_attention import damped_attention_layer
-from properties.lyapunov import PerturbationGrowth, perturbation_growth
-from properties.stability_map import StabilityMap, stability_map
-from properties.stability_point import PointVerdict
+from properties.stability.damped_attention import damped_attention_layer
+from properties.stability.lyapunov import PerturbationGrowth, perturbation_growth
+from properties.stability.stability_map import StabilityMap, stability_map
+from properties.stability.stability_point import PointVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence
 from reports.experiments.base import CaseKind, Section, by_case_kind
 from reports.figures import Figure, lines_figure, map_figure, slug
@@ -28,8 +28,8 @@ from reports.schema import Field, array_of, integer, number, one_of
 from reports.tables import markdown_table
 from reports.tables import number as cell
 from solvers import PiecewiseControls, Problem
-from solvers.extrapolation import Extrapolation
-from solvers.methods import METHODS
+from solvers.methods.extrapolation import Extrapolation
+from solvers.solving import METHODS
 
 ANALYTIC_REFERENCE = Extrapolation(name="extrapolation-order-12", levels=6, events=False)
 """Order-12 extrapolation without event location: the damped family's field is analytic."""

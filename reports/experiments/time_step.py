@@ -27,7 +27,7 @@ from reports.schema import Field, array_of, integer, one_of, orders_by, precisio
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
 from reports.tables import number as cell
 from solvers import backend
-from solvers.methods import METHODS
+from solvers.solving import METHODS
 
 METHOD_NAMES = tuple(METHODS)
 

@@ -1,9 +1,10 @@
-"""Continuous dependence against Gronwall bounds (properties.continuous_dependence): an experiment.
+"""Continuous dependence against Gronwall bounds (properties.well_posedness): an experiment.
 
 kind "well-posedness": the first `configurations` of the seeded default sweep
-(properties.dependence_sweep.DEFAULT_CONFIGURATIONS: post, pre and none norms, d 4 and 8,
-two weight scales, one and two layers), one case per configuration; each measures the
-Lipschitz constants of u0 -> u(T) and theta -> u(T) and their ratios to the bounds.
+(properties.well_posedness.dependence_sweep.DEFAULT_CONFIGURATIONS: post, pre and none
+norms, d 4 and 8, two weight scales, one and two layers), one case per configuration;
+each measures the Lipschitz constants of u0 -> u(T) and theta -> u(T) and their ratios to
+the bounds.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from properties.claim_check import CheckVerdict
-from properties.continuous_dependence import ContinuousDependence, continuous_dependence
-from properties.dependence_sweep import DEFAULT_CONFIGURATIONS, Configuration
+from properties.well_posedness.continuous_dependence import (
+    ContinuousDependence,
+    continuous_dependence,
+)
+from properties.well_posedness.dependence_sweep import DEFAULT_CONFIGURATIONS, Configuration
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Record, Section, extended, results
 from reports.figures import Figure, lines_figure, slug

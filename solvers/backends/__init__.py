@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.backends.base import Array, Backend, exact_decimals
+from solvers.backends.base import Array, Backend
 from solvers.errors import InvalidInputError
 
 
@@ -26,7 +26,6 @@ def _float(name: str) -> Callable[[int | None], Backend]:
         from solvers.backends.floats import (
             FusedFloatBackend,
             MixedPrecisionBackend,
-            NativeFloatBackend,
         )
 
         if name == "float16":
@@ -36,7 +35,9 @@ def _float(name: str) -> Callable[[int | None], Backend]:
 
             return MixedPrecisionBackend(name, ml_dtypes.bfloat16)
         if name == "longdouble":
-            return NativeFloatBackend(name, np.longdouble)
+            from solvers.backends.longdouble import LongDoubleBackend
+
+            return LongDoubleBackend()
         return FusedFloatBackend(name, getattr(np, name))
 
     return make
@@ -117,13 +118,7 @@ def convert(value: Array, source: str | Backend, target: str | Backend) -> Array
     reads the whole ball.
     """
     source, target = backend(source), backend(target)
-    dtype = getattr(source, "dtype", None)
-    if dtype is None:
-        numbers = source.to_strings(value)
-    elif dtype.itemsize > 8:
-        numbers = exact_decimals(np.asarray(value, dtype=dtype))
-    else:
-        numbers = source.to_float64(value)
+    numbers = source.portable(value)
     with target.active():
         return target.asarray(numbers)
 

@@ -106,6 +106,12 @@ class Backend(ABC):
     def to_strings(self, value: Array) -> np.ndarray:
         """Decimal strings that `asarray` reads back to the same numbers (lossless JSON)."""
 
+    def portable(self, value: Array) -> np.ndarray:
+        """The numbers in a form every backend's `asarray` reads, as exactly as this system
+        holds them (`solvers.backends.convert`): decimal strings here (a ball as its
+        "[m +/- r]", which arb reads back whole and the others as its midpoint)."""
+        return self.to_strings(value)
+
     @abstractmethod
     def to_output(self, value: Array) -> np.ndarray:
         """The array `solve` returns: a float array of this precision, or an object array."""

@@ -1,4 +1,5 @@
-"""IEEE binary floats: float64, float32, longdouble natively; float16, bfloat16 as hardware does.
+"""IEEE binary floats: float64 and float32 natively; float16, bfloat16 as hardware does
+(longdouble: solvers.backends.longdouble).
 
 Rounding model of the low precisions (float16, and bfloat16 from `ml_dtypes`), as GPUs
 and CPUs with mixed-precision units run them: every stored value and every elementwise
@@ -87,6 +88,10 @@ class NativeFloatBackend(Backend):
             source
         )
 
+    def portable(self, value: Array) -> np.ndarray:
+        """float64 numbers: every value of a format no wider than float64 is one."""
+        return self.to_float64(value)
+
     def to_output(self, value: Array) -> np.ndarray:
         return np.asarray(value, dtype=self.dtype)
 
@@ -98,7 +103,7 @@ class NativeFloatBackend(Backend):
 
     def matmul(self, a: Array, b: Array) -> Array:
         """a @ b; a stack of matrices times one matrix is one product of all their rows
-        (numpy would call the BLAS once per matrix: 2 times slower on a batch of 200)."""
+        (numpy would call the BLAS once per matrix)."""
         if np.ndim(a) > 2 and np.ndim(b) == 2:
             a = np.asarray(a)
             rows = np.matmul(a.reshape(-1, a.shape[-1]), b)
@@ -113,10 +118,7 @@ class NativeFloatBackend(Backend):
 
     def reciprocal_sqrt(self, n: int) -> Array:
         """float64's 1 / sqrt(n) rounded once into this format (the value torch uses; for
-        float32 and below nearer the real number than two roundings in the format);
-        longdouble evaluates it in its own arithmetic."""
-        if self.dtype.itemsize > 8:
-            return super().reciprocal_sqrt(n)
+        float32 and below nearer the real number than two roundings in the format)."""
         return self.asarray(1.0 / math.sqrt(n))
 
     def sqrt(self, a: Array) -> Array:
@@ -132,34 +134,19 @@ class NativeFloatBackend(Backend):
         return self.asarray(np.pi)
 
     def expm(self, a: Array) -> Array:
-        """scipy's scaling-and-squaring Pade expm in float64 (longdouble: in float64 too),
-        rounded to the format."""
+        """scipy's scaling-and-squaring Pade expm in float64, rounded to the format."""
         return np.asarray(scipy.linalg.expm(np.asarray(a, np.float64))).astype(self.dtype)
 
     def relu_(self, a: Array) -> Array:
         return np.maximum(a, 0, out=a)
 
     def gelu(self, a: Array) -> Array:
-        if self.dtype.itemsize > 8:  # scipy's erf is float64 only: longdouble's via mpmath
-            with mpmath.workdps(30):
-                erf = [
-                    mpmath.nstr(mpmath.erf(mpmath.mpf(str(x)) / mpmath.sqrt(2)), 25)
-                    for x in np.ravel(a)
-                ]
-            phi = (1 + np.array(erf, dtype=self.dtype).reshape(np.shape(a))) / 2
-            return a * phi
         wide = np.asarray(a, dtype=np.float64)  # evaluated in float64, rounded to the format
         return (wide * (1 + scipy.special.erf(wide / np.sqrt(2))) / 2).astype(self.dtype)
 
     def gelu_tanh(self, a: Array) -> Array:
-        # in the format's own arithmetic when it is at least float64 (numpy's tanh has
-        # longdouble), else in float64 and rounded to the format
-        wide = self.dtype.itemsize >= 8
-        x = np.asarray(a, dtype=self.dtype if wide else np.float64)
-        with mpmath.workdps(40):
-            root = x.dtype.type(mpmath.nstr(mpmath.sqrt(2 / mpmath.pi), 36))
-        cubic = x.dtype.type("0.044715")
-        return (x * (1 + np.tanh(root * (x + cubic * x**3))) / 2).astype(self.dtype)
+        """Evaluated in float64 and rounded to the format."""
+        return tanh_gelu(np.asarray(a, dtype=np.float64)).astype(self.dtype)
 
     def sum(self, a: Array, axis: int) -> Array:
         return np.sum(a, axis=axis, keepdims=True)
@@ -288,6 +275,15 @@ def _exact_enough(x: object) -> np.longdouble:
     if isinstance(x, Fraction):
         return np.longdouble(x.numerator) / np.longdouble(x.denominator)
     return np.longdouble(x)
+
+
+def tanh_gelu(x: np.ndarray) -> np.ndarray:
+    """x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 in x's own float arithmetic, its
+    constants correctly rounded to x's format."""
+    with mpmath.workdps(40):
+        root = x.dtype.type(mpmath.nstr(mpmath.sqrt(2 / mpmath.pi), 36))
+    cubic = x.dtype.type("0.044715")
+    return x * (1 + np.tanh(root * (x + cubic * x**3))) / 2
 
 
 def _ml_finfo(dtype: np.dtype):

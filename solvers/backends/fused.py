@@ -12,8 +12,8 @@ kernels"):
     p(r) = sum_{j <= 13} r^j / j!,
 
 c_hi + c_lo = ln 2 split so that k c_hi is exact; |r| <= ln(2) / 2 + tiny, where the
-Taylor remainder is below 0.06 u. Measured against mpmath it is within 0.82 ulp (numpy's
-libm exp: 0.50), so the rounding model counts it as two roundings (docs/rounding.md
+Taylor remainder is below 0.06 u. It is not correctly rounded (numpy's libm exp nearly
+is), so the rounding model counts it as two roundings (docs/rounding.md
 section 2). Arguments are clamped to [-746, 710], outside of which exp is 0 or inf in
 float64; NaN stays NaN. 2^k is built from its bits as two factors, so results in the
 subnormal range round twice at most.
@@ -24,17 +24,12 @@ accurate as float32's own. Sums run in any order the compiler
 likes (fastmath "reassoc" on the sum alone); the rounding bound gamma_n holds for every
 order. Kernels take C-contiguous arrays and work along the last axis.
 
-They run on the calling thread. Spread over the cores (prange) they were faster alone
-but slower inside a layer: numba's thread pool and OpenBLAS's, each waiting for work by
-spinning, took the two cores from each other (a (256, 256, 8, 1024) layer 16.6 to 26 ms
-with the workqueue, TBB or OpenMP pools against 13.5 ms on one thread). Splitting a
-layer's row-local work instead into two blocks of token rows, each on its own thread with
-the BLAS held at one thread and these kernels releasing the GIL, gave no reliable gain
-(in three alternating runs 6.5, 6.7 and 8.0 ms against 7.2 to 7.5 ms serially, on an Intel
-Xeon with two vCPUs; attention alone 4.5 against 3.9 ms, the FFN 2.5 against 2.3 ms): a
-(128 x 256) @ (256 x 1024) product took 0.92 ms alone on one thread and 1.35 ms with a
-second one beside it, so the split (256 x 256) @ (256 x 1024) took 1.86 ms against 0.94 ms
-on OpenBLAS's two threads.
+They run on the calling thread. Spread over the cores (prange), numba's thread pool and
+OpenBLAS's, each waiting for work by spinning, take the cores from each other inside a
+layer; split instead into blocks of token rows, one thread each with the BLAS held at one
+thread, two products of half the rows share the memory bandwidth and cost about what one
+product on OpenBLAS's own threads does. Neither gains over one thread
+(benchmarks/test_backends.py times a layer).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from operator import mul
 
 import mpmath
 import numpy as np
-from mpmath.libmp import dps_to_prec, from_man_exp, repr_dps, to_str
+from mpmath.libmp import dps_to_prec, from_man_exp, repr_dps, to_rational, to_str
 
 from solvers.backends.base import Array, Backend, ball_midpoints, exact_decimals, matmul_by_matrix
 from solvers.errors import InvalidInputError
@@ -48,6 +48,11 @@ class MpmathBackend(Backend):
         digits_out = repr_dps(ctx.prec)
         self._string = np.frompyfunc(lambda x: to_str(x._mpf_, digits_out), 1, 1)
         self._finite = np.frompyfunc(ctx.isfinite, 1, 1)
+        self._portable = np.frompyfunc(
+            lambda x: Fraction(*map(int, to_rational(x._mpf_))) if ctx.isfinite(x) else float(x),
+            1,
+            1,
+        )
 
     def _number(self, x: object) -> object:
         if isinstance(x, Fraction):
@@ -86,6 +91,11 @@ class MpmathBackend(Backend):
     def to_strings(self, value: Array) -> np.ndarray:
         return np.asarray(self._string(np.asarray(value, dtype=object)), dtype=str)
 
+    def portable(self, value: Array) -> np.ndarray:
+        """Each finite mpf as the Fraction it is exactly (its repr-length decimal string
+        would be rounded a second time by a more precise system); inf and NaN as floats."""
+        return np.asarray(self._portable(np.asarray(value, dtype=object)), dtype=object)
+
     def to_output(self, value: Array) -> np.ndarray:
         return self._objects(value)
 
@@ -105,8 +115,8 @@ class MpmathBackend(Backend):
         of their nonzero entries (mpf numbers are m 2^e with integer m), so the entry is
         (sum_k M_ik N_kj) 2^(e + f): an integer matrix product, each entry one sum in
         integers, rounded to the context's precision by mpmath's from_man_exp
-        (docs/schemes.md section 6). mpmath's fdot, one Python call per entry, was 45% of
-        a 30-digit solve; it also drops terms 2 prec bits below the running sum, which
+        (docs/schemes.md section 6). mpmath's fdot makes one Python call per entry and
+        drops terms 2 prec bits below the running sum, which
         this does not. The integers have at most 5 prec + 64 bits: a factor whose nonzero
         exponents spread wider (an exp of a large negative number beside numbers near 1),
         or that holds inf, nan or other types, sends the product to fdot.

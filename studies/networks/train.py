@@ -36,9 +36,9 @@ import transformers
 from sklearn.datasets import load_digits
 
 from solvers import load_model, save_model, solve
-from solvers.embedding import TokenEmbedding
-from solvers.model import Model
-from solvers.readout import Dense, Readout
+from solvers.network.embedding import TokenEmbedding
+from solvers.network.model import Model
+from solvers.network.readout import Dense, Readout
 
 OUT = Path(__file__).resolve().parents[2] / "reports" / "networks"
 HELD_OUT = 200
@@ -71,11 +71,12 @@ def _train(module: torch.nn.Module, inputs, labels, epochs: int, lr: float, batc
 class _ViT(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        config = transformers.ViTConfig(
-            hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
-            image_size=8, patch_size=2, num_channels=1, num_labels=10, hidden_act="gelu",
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        )  # fmt: skip
+        size = dict(
+            hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64
+        )
+        images = dict(image_size=8, patch_size=2, num_channels=1, num_labels=10)
+        quiet = dict(hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        config = transformers.ViTConfig(**size, **images, **quiet)
         self.vit = transformers.ViTForImageClassification(config)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
@@ -97,10 +98,19 @@ def vit_digits() -> None:
     with torch.no_grad():
         out = twin(pixel_values=images[held].double(), output_hidden_states=True)
     torch_accuracy = float((out.logits.argmax(-1) == labels[held]).double().mean())
-    _write(folder.parent / "vit-digits-inputs.npy", folder.parent / "vit-digits-labels.npy",
-           out.hidden_states[0].numpy(), labels[held].numpy())  # fmt: skip
-    _report("vit-digits", load_model(folder), out.hidden_states[0].numpy(), labels[held].numpy(),
-            torch_accuracy)  # fmt: skip
+    _write(
+        folder.parent / "vit-digits-inputs.npy",
+        folder.parent / "vit-digits-labels.npy",
+        out.hidden_states[0].numpy(),
+        labels[held].numpy(),
+    )
+    _report(
+        "vit-digits",
+        load_model(folder),
+        out.hidden_states[0].numpy(),
+        labels[held].numpy(),
+        torch_accuracy,
+    )
 
 
 class _MaxDigit(torch.nn.Module):
@@ -138,13 +148,17 @@ def max_digit() -> None:
         torch_accuracy = float((model(sequences[held]).argmax(-1) == labels[held]).double().mean())
     encoder = load_model(model.encoder)
     head = Dense(model.classify.weight.detach().numpy().T, model.classify.bias.detach().numpy())
-    embedding = TokenEmbedding(model.embed.weight.detach().numpy(),
-                               model.position.detach().numpy())  # fmt: skip
-    network = Model(encoder.layers, encoder.norm, False, Readout(None, "mean", (head,)),
-                    "max-digit", embedding)  # fmt: skip
+    embedding = TokenEmbedding(model.embed.weight.detach().numpy(), model.position.detach().numpy())
+    network = Model(
+        encoder.layers, encoder.norm, False, Readout(None, "mean", (head,)), "max-digit", embedding
+    )
     path = save_model(network, OUT / "max-digit.safetensors")
-    _write(OUT / "max-digit-inputs.npy", OUT / "max-digit-labels.npy", states.numpy(),
-           labels[held].numpy())  # fmt: skip
+    _write(
+        OUT / "max-digit-inputs.npy",
+        OUT / "max-digit-labels.npy",
+        states.numpy(),
+        labels[held].numpy(),
+    )
     _report("max-digit", load_model(path), states.numpy(), labels[held].numpy(), torch_accuracy)
 
 
@@ -156,14 +170,15 @@ def sums_text(count: int, rng: np.random.Generator) -> str:
 
 def char_sums() -> None:
     text = np.array([CHARACTERS.index(c) for c in sums_text(40_000, np.random.default_rng(SEED))])
-    held = np.array([CHARACTERS.index(c)
-                     for c in sums_text(2_000, np.random.default_rng(SEED + 1))])  # fmt: skip
+    held = np.array(
+        [CHARACTERS.index(c) for c in sums_text(2_000, np.random.default_rng(SEED + 1))]
+    )
     torch.manual_seed(SEED)
+    size = dict(vocab_size=len(CHARACTERS), n_positions=LM_WINDOW, n_embd=32, n_layer=2, n_head=4)
+    quiet = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     config = transformers.GPT2Config(
-        vocab_size=len(CHARACTERS), n_positions=LM_WINDOW, n_embd=32, n_layer=2, n_head=4,
-        n_inner=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
+        **size, n_inner=64, **quiet, bos_token_id=None, eos_token_id=None
+    )
     model = transformers.GPT2LMHeadModel(config)
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(SEED)
@@ -192,9 +207,11 @@ def char_sums() -> None:
     network = load_model(folder)
     states = solve(network.problem(network.embed(tokens)))
     judged = network.readout.judge(states, None, tokens)
-    print(f"char-sums: held-out next-character accuracy {judged.accuracy:.4f}, loss "
-          f"{judged.loss:.4f} nats by tide (torch's own loss, in float32: {torch_loss:.4f})",
-          flush=True)  # fmt: skip
+    print(
+        f"char-sums: held-out next-character accuracy {judged.accuracy:.4f}, loss "
+        f"{judged.loss:.4f} nats by tide (torch's own loss, in float32: {torch_loss:.4f})",
+        flush=True,
+    )
 
 
 def _write(inputs_path: Path, labels_path: Path, inputs: np.ndarray, labels: np.ndarray) -> None:
@@ -205,8 +222,11 @@ def _write(inputs_path: Path, labels_path: Path, inputs: np.ndarray, labels: np.
 def _report(name: str, model: Model, inputs: np.ndarray, labels: np.ndarray, torch_accuracy):
     states = solve(model.problem(inputs[:HELD_OUT].astype(np.float32).astype(np.float64)))
     accuracy = float(np.mean(model.readout.decisions(states) == labels[:HELD_OUT]))
-    print(f"{name}: held-out accuracy {accuracy:.4f} by tide on the first {HELD_OUT} (torch, "
-          f"all {len(labels)}: {torch_accuracy:.4f})", flush=True)  # fmt: skip
+    print(
+        f"{name}: held-out accuracy {accuracy:.4f} by tide on the first {HELD_OUT} (torch, "
+        f"all {len(labels)}: {torch_accuracy:.4f})",
+        flush=True,
+    )
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from solvers.records import from_json, to_json
+from solvers.results.records import from_json, to_json
 
 
 def round_trip(result: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 from convergence.grid import grid_study
 from convergence.order import OrderVerdict
 from solvers import InvalidInputError
-from solvers.kernels import ContinuousLayer, SeriesKernel
+from solvers.space.kernels import ContinuousLayer, SeriesKernel
 from tests.convergence.round_trip import round_trip
 
 

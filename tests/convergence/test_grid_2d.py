@@ -16,8 +16,9 @@ from convergence.grid_2d import (
     vit_grid_study,
 )
 from convergence.order import OrderVerdict
+from reports.experiments.vision.data import smooth_2d
 from solvers import InvalidInputError, LayerWeights
-from solvers.cvt import (
+from solvers.space.cvt import (
     ConvProjection,
     _convolve_on_grid,
     _kernel_matrix,
@@ -79,8 +80,9 @@ GELU_LAYERS = [
 def test_the_cvt_network_converges_as_its_token_grid_refines(kernel, order):
     """Lie at dt = 1 (the network), strided keys and values: spectral for the Gaussian,
     order 2 for the tent whose radius is a whole number of cells on every grid."""
-    study = cvt_flow_grid_study(GELU_LAYERS, ConvProjection.shared(kernel, 2), spread_data,
-                                [8, 16, 32, 64], expected=order)  # fmt: skip
+    study = cvt_flow_grid_study(
+        GELU_LAYERS, ConvProjection.shared(kernel, 2), spread_data, [8, 16, 32, 64], expected=order
+    )
     if order is None:
         assert study.spectral and study.errors[-1] < 1e-10
     else:
@@ -91,7 +93,7 @@ def test_the_cvt_network_converges_as_its_token_grid_refines(kernel, order):
 @pytest.mark.parametrize(("rule", "order"), [("midpoint", 2.0), ("gauss-legendre", None)])
 def test_the_vit_network_converges_as_its_token_grid_refines(rule, order):
     sizes = [4, 8, 16, 32] if order else [2, 4, 8, 16]
-    data = lambda x: np.array([1.0, -1.0, 0.5, -0.5]) + 0.1 * _smooth(x)  # noqa: E731
+    data = lambda x: np.array([1.0, -1.0, 0.5, -0.5]) + 0.1 * smooth_2d(x)  # noqa: E731
     study = vit_flow_grid_study(GELU_LAYERS, data, rule, sizes, expected=order)
     if order is None:
         assert study.spectral and study.errors[-1] < 1e-11
@@ -117,10 +119,11 @@ def test_on_the_grid_the_nystrom_form_is_the_flows_operator(stride):
     """At the grid nodes, the FFT-based Nystrom extension equals the attention with the
     dense token maps that a Problem carries."""
     from solvers import backend
-    from solvers.operators import attention
+    from solvers.equation.operators import attention
 
-    projection = ConvProjection(skewed(tent_kernel(0.2)), skewed(tent_kernel(0.3)),
-                                skewed(gaussian_kernel(0.1)), stride)  # fmt: skip
+    projection = ConvProjection(
+        skewed(tent_kernel(0.2)), skewed(tent_kernel(0.3)), skewed(gaussian_kernel(0.1)), stride
+    )
     points = grid_points(8)
     bk = backend("float64")
     with bk.active():
@@ -148,12 +151,6 @@ def test_bad_input():
         cvt_flow_grid_study(GELU_LAYERS, projection, spread_data, [6, 12, 18, 24])
 
 
-def _smooth(x):
-    """Smooth on [0, 1]^2, not periodic."""
-    return np.stack([np.exp(x[:, 0]) * np.cos(1.3 * x[:, 1]), x[:, 0] * x[:, 1],
-                     np.sin(2.1 * x[:, 0] + 0.4), np.cos(x[:, 1] ** 2)], 1)  # fmt: skip
-
-
 @pytest.mark.parametrize(
     ("rule", "order"), [("midpoint", 2.0), ("trapezoid", 1.0), ("gauss-legendre", None)]
 )
@@ -164,7 +161,7 @@ def test_vit_attention_integral_converges_at_its_rules_rate(rule, order):
 
     layer = LayerWeights.random(4, 2, 8, 0)
     sizes = [4, 8, 16, 32] if order else [4, 8, 16]
-    study = vit_grid_study(layer, _smooth, rule, sizes, reference_size=160, expected=order)
+    study = vit_grid_study(layer, smooth_2d, rule, sizes, reference_size=160, expected=order)
     if order is None:
         assert study.spectral and study.errors[-1] < 1e-13
     else:

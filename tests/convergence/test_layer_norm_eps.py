@@ -18,7 +18,7 @@ from solvers import (
     UndefinedOperationError,
     solve,
 )
-from solvers.controls import SmoothControls
+from solvers.equation.controls import SmoothControls
 from tests.convergence.round_trip import round_trip
 
 EPS = [1e-2, 1e-3, 1e-4, 1e-5]
@@ -96,14 +96,16 @@ def test_lie_limit_takes_the_radii_the_two_norms_settle_at(problem):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (dict(norm1=(np.linspace(0.5, 1.5, 8), 0.0), norm2=(np.linspace(0.5, 1.5, 8), 0.0)),
-         "per-feature gain or bias"),
+        (
+            dict(norm1=(np.linspace(0.5, 1.5, 8), 0.0), norm2=(np.linspace(0.5, 1.5, 8), 0.0)),
+            "per-feature gain or bias",
+        ),
         (dict(norm1=(-1.0, 0.0), norm2=(-1.0, 0.0)), "gain -1.0 <= 0"),
         (dict(norm2=(0.5, 0.0), eps=0.5), "with eps = 0.5 the set .* is empty"),
         (dict(eps=1.0), "with eps = 1.0 the set .* is empty"),
     ],
     ids=["per-feature", "negative-gain", "second-set-empty", "empty-set"],
-)  # fmt: skip
+)
 def test_configurations_without_this_limit_are_refused(problem, change, message):
     layers = [dataclasses.replace(w, **change) for w in problem.controls.layers]
     with pytest.raises(UndefinedOperationError, match=message):
@@ -131,8 +133,12 @@ def test_lie_with_eps_and_two_norms_converges_at_order_one_to_lie_limit(problem)
     ]
     studied = dataclasses.replace(problem, controls=PiecewiseControls(layers))
     study = time_step_study(
-        studied, ["lie"], [16, 32, 64, 128, 256], limit=lie_limit(studied),
-        expected={"lie": 1.0}, reference_steps=8,
-    )  # fmt: skip
+        studied,
+        ["lie"],
+        [16, 32, 64, 128, 256],
+        limit=lie_limit(studied),
+        expected={"lie": 1.0},
+        reference_steps=8,
+    )
     estimate = study.methods[0].estimate
     assert estimate.verdict == OrderVerdict.PASS and estimate.order == pytest.approx(1, abs=0.1)

@@ -10,9 +10,9 @@ import pytest
 from convergence.network_limit import ASYMPTOTIC, _method_levels, depth_change, network_limit
 from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights, load_model, solve
-from solvers.embedding import TokenEmbedding
-from solvers.model import Model
-from solvers.readout import Dense, Readout
+from solvers.network.embedding import TokenEmbedding
+from solvers.network.model import Model
+from solvers.network.readout import Dense, Readout
 from tests.hf_models import vit_classifier
 from tests.torch_models import random_torch_encoder
 
@@ -152,8 +152,9 @@ def test_padding_changes_nothing_the_network_measures(rng):
     mask = np.array([[1] * 6 + [0] * 3] * 2)
     levels = [1, 2, 4]
     plain = network_limit(model, states, tokens, steps_per_unit=levels)
-    masked = network_limit(model, padded, np.pad(tokens, ((0, 0), (0, 3))), mask=mask,
-                           steps_per_unit=levels)  # fmt: skip
+    masked = network_limit(
+        model, padded, np.pad(tokens, ((0, 0), (0, 3))), mask=mask, steps_per_unit=levels
+    )
     lie, lie_masked = plain.methods[0], masked.methods[0]
     assert lie_masked.relative_distance == pytest.approx(lie.relative_distance, rel=1e-9)
     assert lie_masked.loss == pytest.approx(lie.loss, rel=1e-12)

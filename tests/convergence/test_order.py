@@ -128,7 +128,7 @@ def test_richardson_recovers_order_and_limit():
 
 def test_real_rk4_errors_in_float64_pass_and_the_rounding_floor_is_dropped():
     from solvers import backend
-    from solvers.integrators import RK4, rk_step
+    from solvers.integrators.tableaux import RK4, rk_step
 
     bk = backend("float64")
     steps = [2**k for k in range(2, 13)]

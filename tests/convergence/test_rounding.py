@@ -1,11 +1,12 @@
-"""Rounding error against depth stays within the documented 8 sqrt(n) u (convergence.rounding)."""
+"""Rounding error against depth stays within the documented 8 sqrt(n) u
+(convergence.rounding_by_depth)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from convergence.rounding import BOUND_CONSTANT, rounding_error_by_depth
+from convergence.rounding_by_depth import BOUND_CONSTANT, rounding_error_by_depth
 from solvers import LayerWeights, PiecewiseControls, Problem, backend
 from tests.convergence.round_trip import round_trip
 

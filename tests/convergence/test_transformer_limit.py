@@ -16,7 +16,7 @@ from solvers import (
     UndefinedOperationError,
     solve,
 )
-from solvers.torch_io import from_torch, torch_forward, torch_norm_placement
+from solvers.io.torch_modules import from_torch, torch_forward, torch_norm_placement
 from tests.convergence.round_trip import round_trip
 from tests.torch_models import random_torch_encoder
 

@@ -16,11 +16,12 @@ import pytest
 from convergence.order import OrderVerdict, estimate_order
 from convergence.uniqueness import SAME_LIMIT_VERDICTS, LimitVerdict, uniqueness_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
-from solvers.driver import solve
-from solvers.exact import uniform_attention_solution
-from solvers.integrators import EULER
-from solvers.operators import project_to_s1
-from solvers.schemes import Splitting
+from solvers.equation.exact import uniform_attention_solution
+from solvers.equation.operators import project_to_s1
+from solvers.integrators.tableaux import EULER
+from solvers.methods.splitting import Splitting
+from solvers.methods.terms import AMBIENT, ATTENTION, SubStep
+from solvers.solving import solve
 from tests.convergence.round_trip import round_trip
 from tests.exact_layers import uniform_attention_layer
 
@@ -106,12 +107,14 @@ def test_every_method_converges_to_the_exact_uniform_attention_solution(rng):
 def test_a_method_with_another_limit_is_flagged(smooth_post_problem):
     """Negative control: a splitting that drops the FFN converges to a different flow."""
     attention_only = Splitting(
-        "attention-only", 1, (("attention", Fraction(1), True),), EULER, "ambient"
+        "attention-only", 1, (SubStep(ATTENTION, Fraction(1), True),), EULER, AMBIENT
     )
     study = uniqueness_study(
-        smooth_post_problem, methods=["projected-rk4", attention_only],
-        precisions=["float64"], steps_per_unit=(4, 8, 16, 32),
-    )  # fmt: skip
+        smooth_post_problem,
+        methods=["projected-rk4", attention_only],
+        precisions=["float64"],
+        steps_per_unit=(4, 8, 16, 32),
+    )
     (pair,) = study.pairs
     assert study.verdict == LimitVerdict.DIFFERENT and pair.verdict == LimitVerdict.DIFFERENT
     assert pair.estimate.verdict not in SAME_LIMIT_VERDICTS

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import properties.conditioning as conditioning
+import properties.conditioning.conditioning as conditioning
 from properties.claim_check import CheckVerdict
 from solvers import InvalidInputError, LayerWeights, TideError, backend
-from solvers.line_fit import fit_line
-from solvers.operators import layer_norm
-from solvers.records import from_json, to_json
+from solvers.equation.operators import layer_norm
+from solvers.results.line_fit import fit_line
+from solvers.results.records import from_json, to_json
 
 
 def assert_round_trips(result):

@@ -13,21 +13,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-import properties.equivariance as equivariance
-from properties.attention_weights import check_attention_weights
+import properties.invariants.equivariance as equivariance
 from properties.claim_check import CheckVerdict
-from properties.constraint_set import check_flow_stays_on_s1
-from properties.projection_theorem import check_projection_idempotence_and_scale
-from properties.projections import (
+from properties.conditioning.rounding_bounds import attention_rounding_bound
+from properties.exactness.projection_theorem import check_projection_idempotence_and_scale
+from properties.invariants.attention_weights import check_attention_weights
+from properties.invariants.constraint_set import check_flow_stays_on_s1
+from properties.invariants.projections import (
     ProjectionExpansion,
     check_relu_projection,
     measure_projection_expansion,
 )
-from properties.rounding_bounds import attention_rounding_bound
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
+from solvers.equation.operators import attention, attention_heads, layer_norm, project_to_s1
 from solvers.errors import NumericalBreakdownError
-from solvers.operators import attention, attention_heads, layer_norm, project_to_s1
-from solvers.records import from_json, to_json
+from solvers.results.records import from_json, to_json
 
 FLOATS = ("float32", "float64")
 MPMATH = backend("mpmath", 30)
@@ -258,10 +258,9 @@ def test_wrong_attention_weights_are_flagged(rng):
         return scores - bk.sum(scores, -1) / scores.shape[-1]
 
     verdicts = {
-        f.__name__: {c.claim: c.verdict for c in check_attention_weights(
-            layer, u, normalise=f)}
+        f.__name__: {c.claim: c.verdict for c in check_attention_weights(layer, u, normalise=f)}
         for f in (unnormalised, signed)
-    }  # fmt: skip
+    }
     assert verdicts["unnormalised"] == {
         "attention weights are non-negative": CheckVerdict.HOLDS,
         "attention rows sum to 1": CheckVerdict.FAILS,
@@ -332,11 +331,12 @@ finite = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False)
 @settings(max_examples=60, deadline=None)
 @given(
     pair=st.integers(1, 40).flatmap(
-        lambda n: st.tuples(arrays(np.float64, n, elements=finite), arrays(np.float64, n,
-                                                                           elements=finite))
+        lambda n: st.tuples(
+            arrays(np.float64, n, elements=finite), arrays(np.float64, n, elements=finite)
+        )
     ),
     precision=st.sampled_from(["float16", "bfloat16", "float32", "float64"]),
-)  # fmt: skip
+)
 def test_relu_is_an_idempotent_non_expansive_projection(pair, precision):
     checks = check_relu_projection(*pair, precision=precision)
     assert_all_hold(checks)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from properties.claim_check import CheckVerdict
-from properties.paper_substeps import check_six_substeps
+from properties.exactness.paper_substeps import check_six_substeps
 from solvers import InvalidInputError, LayerWeights, backend
-from solvers.schemes import paper_six_substeps
+from solvers.methods.transformer_layer import paper_six_substeps
 from tests.precisions import ALL_PRECISIONS
 
 

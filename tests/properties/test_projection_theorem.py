@@ -9,8 +9,11 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from properties.claim_check import CheckVerdict
-from properties.projection_theorem import check_layer_norm_idempotence, check_projection_theorem
-from solvers.operators import layer_norm
+from properties.exactness.projection_theorem import (
+    check_layer_norm_idempotence,
+    check_projection_theorem,
+)
+from solvers.equation.operators import layer_norm
 from tests.precisions import ALL_PRECISIONS
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from convergence.order import estimate_order
 from properties.claim_check import CheckVerdict
-from properties.damped_attention import damped_attention_layer
-from properties.linearisation import layer_trajectory, linearise
-from properties.lyapunov import ftle_convergence, perturbation_growth
-from properties.stability_map import StabilityMap, stability_map, varied_problem
-from properties.stability_point import OFFSET_LIMIT, PointVerdict
+from properties.stability.damped_attention import damped_attention_layer
+from properties.stability.linearisation import layer_trajectory, linearise
+from properties.stability.lyapunov import ftle_convergence, perturbation_growth
+from properties.stability.stability_map import StabilityMap, stability_map, varied_problem
+from properties.stability.stability_point import OFFSET_LIMIT, PointVerdict
 from solvers import (
     InvalidInputError,
     LayerWeights,
@@ -33,11 +33,11 @@ from solvers import (
     backend,
     solve,
 )
-from solvers.extrapolation import Extrapolation
-from solvers.flow import LayerFlow
-from solvers.integrators import EULER, RK2, RK4, ray_boundary, stability_function
-from solvers.methods import resolve_method
-from solvers.records import from_json, to_json
+from solvers.equation.flow import LayerFlow
+from solvers.integrators.tableaux import EULER, RK2, RK4, ray_boundary, stability_function
+from solvers.methods.extrapolation import Extrapolation
+from solvers.results.records import from_json, to_json
+from solvers.solving import resolve_method
 
 ORDER_12 = Extrapolation(name="extrapolation-order-12", levels=6, events=False)
 """The extrapolation reference at order 12 for analytic fields: 3.5 times cheaper per step

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import properties.transformer_identity as identity
+import properties.exactness.transformer_identity as identity
 from properties.claim_check import CheckVerdict
-from properties.standard_transformer import standard_encoder
+from properties.exactness.standard_transformer import standard_encoder
 from solvers import LayerWeights, backend
-from solvers.torch_io import torch_forward
+from solvers.io.torch_modules import torch_forward
 from tests.precisions import ALL_PRECISIONS
 
 

@@ -21,20 +21,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from properties.claim_check import CheckVerdict
-from properties.continuous_dependence import QUOTIENT_AGREEMENT, continuous_dependence
-from properties.dependence_sweep import (
+from properties.well_posedness.continuous_dependence import (
+    QUOTIENT_AGREEMENT,
+    continuous_dependence,
+)
+from properties.well_posedness.dependence_sweep import (
     Configuration,
     DependenceSweep,
     continuous_dependence_sweep,
 )
-from properties.gronwall import GronwallBound, LayerBound, gronwall_bound
-from properties.perturbations import PERTURBED_ARRAYS
+from properties.well_posedness.gronwall import GronwallBound, LayerBound, gronwall_bound
+from properties.well_posedness.perturbations import PERTURBED_ARRAYS
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, TideError, backend
-from solvers.driver import solve
-from solvers.exact import uniform_attention_solution
-from solvers.flow import LayerFlow
-from solvers.operators import project_to_s1
-from solvers.records import from_json, to_json
+from solvers.equation.exact import uniform_attention_solution
+from solvers.equation.flow import LayerFlow
+from solvers.equation.operators import project_to_s1
+from solvers.results.records import from_json, to_json
+from solvers.solving import solve
 from tests.exact_layers import uniform_attention_layer
 
 FLOAT64 = backend("float64")
@@ -168,9 +171,16 @@ def test_the_field_is_lipschitz_with_the_derived_constant(
 ):
     """Jacobian spectral norms (none, pre) and secant ratios on S1 (post) never exceed L."""
     configuration = Configuration(
-        d=d, tokens=tokens, heads=heads, d_ff=2 * d, layers=1, norm=norm,
-        weight_scale=weight_scale, input_scale=5.0 if norm == "pre" else 1.0, seed=seed % 1000,
-    )  # fmt: skip
+        d=d,
+        tokens=tokens,
+        heads=heads,
+        d_ff=2 * d,
+        layers=1,
+        norm=norm,
+        weight_scale=weight_scale,
+        input_scale=5.0 if norm == "pre" else 1.0,
+        seed=seed % 1000,
+    )
     problem = dataclasses.replace(configuration.problem(), causal=causal)
     bound = gronwall_bound(problem)
     lipschitz = bound.layers[0].field_lipschitz
@@ -181,8 +191,9 @@ def test_the_field_is_lipschitz_with_the_derived_constant(
     n = tokens * d
     if norm == "post":  # secants between points of S1, from close to far
         for distance in (1e-4, 1e-2, 0.3):
-            others = project_to_s1(FLOAT64, states + distance * rng.standard_normal(states.shape),
-                                   0.0, 1.0)  # fmt: skip
+            others = project_to_s1(
+                FLOAT64, states + distance * rng.standard_normal(states.shape), 0.0, 1.0
+            )
             change = _field(problem, others) - _field(problem, states)
             ratio = np.linalg.norm(change, axis=(-2, -1)) / np.linalg.norm(
                 others - states, axis=(-2, -1)
@@ -212,9 +223,16 @@ def test_the_field_moves_with_the_weights_at_most_by_the_derived_sensitivity(
 ):
     """|f_theta(X) - f_theta'(X)| <= K |theta' - theta| on the set, for near and far theta'."""
     configuration = Configuration(
-        d=d, tokens=tokens, heads=2, d_ff=d, layers=1, norm=norm, weight_scale=weight_scale,
-        input_scale=5.0 if norm == "pre" else 1.0, seed=seed % 1000,
-    )  # fmt: skip
+        d=d,
+        tokens=tokens,
+        heads=2,
+        d_ff=d,
+        layers=1,
+        norm=norm,
+        weight_scale=weight_scale,
+        input_scale=5.0 if norm == "pre" else 1.0,
+        seed=seed % 1000,
+    )
     problem = configuration.problem()
     rng = np.random.default_rng(seed)
     layer = problem.controls.layers[0]
@@ -231,8 +249,9 @@ def test_the_field_moves_with_the_weights_at_most_by_the_derived_sensitivity(
     other = dataclasses.replace(problem, controls=PiecewiseControls([moved]))
     change = np.linalg.norm(_field(other, states) - _field(problem, states), axis=(-2, -1))
     assert np.all(change <= sensitivity * step * size * (1 + 1e-9)), (
-        change.max() / (step * size), sensitivity,
-    )  # fmt: skip
+        change.max() / (step * size),
+        sensitivity,
+    )
 
 
 # ------------------------------------------------------------------ known constants
@@ -295,11 +314,21 @@ def test_the_projection_of_the_initial_data_has_constant_r_over_min_row_norm(rng
     d, tokens = 5, 4
     zeros = np.zeros
     layer = LayerWeights(
-        wq=rng.standard_normal((1, d, d)), bq=zeros((1, d)), wk=rng.standard_normal((1, d, d)),
-        bk=zeros((1, d)), wv=zeros((1, d, d)), bv=zeros((1, d)), wo=zeros((1, d, d)),
-        bo=zeros(d), w1=zeros((d, 3)), b1=zeros(3), w2=zeros((3, d)), b2=zeros(d),
-        norm1=(2.0, 0.5), norm2=(2.0, 0.5),
-    )  # fmt: skip
+        wq=rng.standard_normal((1, d, d)),
+        bq=zeros((1, d)),
+        wk=rng.standard_normal((1, d, d)),
+        bk=zeros((1, d)),
+        wv=zeros((1, d, d)),
+        bv=zeros((1, d)),
+        wo=zeros((1, d, d)),
+        bo=zeros(d),
+        w1=zeros((d, 3)),
+        b1=zeros(3),
+        w2=zeros((3, d)),
+        b2=zeros(d),
+        norm1=(2.0, 0.5),
+        norm2=(2.0, 0.5),
+    )
     u0 = rng.standard_normal((tokens, d)) * np.array([[1.0], [0.3], [2.0], [1.0]])
     problem = Problem(u0, PiecewiseControls([layer]), 1.0, norm="post")
     centred = u0 - u0.mean(-1, keepdims=True)
@@ -329,8 +358,9 @@ def test_the_projection_of_the_initial_data_has_constant_r_over_min_row_norm(rng
 
 @pytest.fixture(scope="module")
 def small_problem():
-    return Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="post",
-                            weight_scale=0.3).problem()  # fmt: skip
+    return Configuration(
+        d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="post", weight_scale=0.3
+    ).problem()
 
 
 @pytest.mark.parametrize(
@@ -344,15 +374,17 @@ def small_problem():
         (dict(initial_directions=[]), "initial_directions must hold at least one"),
         (dict(control_directions=[]), "control_directions must hold at least one"),
         (dict(initial_directions=[np.full((3, 4), np.inf)]), "initial direction 0 must be finite"),
-        (dict(control_directions=[[{"wq": np.full((1, 4, 4), np.nan)}]]),
-         "control direction 0 layer 0 wq must be finite"),
+        (
+            dict(control_directions=[[{"wq": np.full((1, 4, 4), np.nan)}]]),
+            "control direction 0 layer 0 wq must be finite",
+        ),
         (dict(control_directions=[[{"norm1": 1.0}]]), "unknown weights \\['norm1'\\]"),
         (dict(arrays=()), "arrays must name at least one weight"),
         (dict(arrays=("gain",)), "unknown perturbed array 'gain'"),
         (dict(steps_per_unit=0), "steps_per_unit must be a positive integer"),
         (dict(method="euler-ish"), "unknown method 'euler-ish'"),
     ],
-)  # fmt: skip
+)
 def test_bad_continuous_dependence_input_is_named(small_problem, options, message):
     with pytest.raises(InvalidInputError, match=message):
         continuous_dependence(small_problem, **options)
@@ -366,8 +398,7 @@ def test_bad_bound_and_sweep_input_is_named(small_problem):
     with pytest.raises(InvalidInputError, match="configurations must hold at least one"):
         continuous_dependence_sweep([])
     with pytest.raises(InvalidInputError, match="weight_scale must be finite"):
-        Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none",
-                         weight_scale=math.nan)  # fmt: skip
+        Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none", weight_scale=math.nan)
     with pytest.raises(InvalidInputError, match="weight_scale must be > 0"):
         Configuration(d=4, tokens=3, heads=1, d_ff=4, layers=1, norm="none", weight_scale=0)
     with pytest.raises(InvalidInputError, match="unknown norm 'mid'"):
@@ -376,9 +407,11 @@ def test_bad_bound_and_sweep_input_is_named(small_problem):
         gronwall_bound(dataclasses.replace(small_problem, u0=small_problem.u0[None]))
     layer = small_problem.controls.layers[0]
     with pytest.raises(InvalidInputError, match="post-LN bound needs the projection"):
-        gronwall_bound(dataclasses.replace(
-            small_problem, controls=PiecewiseControls([dataclasses.replace(layer, eps=1e-5)])
-        ))  # fmt: skip
+        gronwall_bound(
+            dataclasses.replace(
+                small_problem, controls=PiecewiseControls([dataclasses.replace(layer, eps=1e-5)])
+            )
+        )
 
 
 @pytest.mark.parametrize("name", ["w1", "bq", "wo"])

@@ -19,7 +19,7 @@ import pytest
 
 from convergence.order import OrderVerdict
 from properties.claim_check import CheckVerdict, ClaimCheck
-from properties.stability_point import PointVerdict
+from properties.stability.stability_point import PointVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence
 from reports.experiments import EXPERIMENTS
 from reports.experiments.base import Record

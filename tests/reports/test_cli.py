@@ -12,9 +12,10 @@ import pytest
 from reports.claims import Claim
 from reports.cli import build_parser, main
 from solvers.backends import REGISTRY
-from solvers.integrators import EULER
-from solvers.methods import METHODS
-from solvers.schemes import Splitting
+from solvers.integrators.tableaux import EULER
+from solvers.methods.splitting import Splitting
+from solvers.methods.terms import AMBIENT
+from solvers.solving import METHODS
 from tests.reports.studies import write_study
 
 
@@ -71,7 +72,8 @@ def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, c
             u = super().advance(flow, span, u, on_step)
             return u + (span.length / span.steps) ** 0.5
 
-    broken = HalfOrderLie("lie", 1, METHODS["lie"].sequence, EULER, "ambient", transformer=True)
+    lie = METHODS["lie"]
+    broken = HalfOrderLie("lie", 1, lie.sequence, EULER, AMBIENT, enters_constraint_set=False)
     monkeypatch.setitem(METHODS, "lie", broken)
     assert (
         main(["check", "--baseline", str(baseline), str(study), "--out", str(tmp_path / "b")]) == 1

@@ -20,7 +20,7 @@ from solvers import (
     from_torch,
     solve,
 )
-from solvers.operators import project_to_s1
+from solvers.equation.operators import project_to_s1
 
 
 @pytest.fixture
@@ -208,8 +208,8 @@ def test_continuous_methods_name_a_constant_initial_row(layer, rng):
 
 
 def test_non_finite_kernel_values_name_the_weight():
-    from solvers.grids import Grid, discretize
-    from solvers.kernels import ContinuousLayer
+    from solvers.space.grids import Grid, discretize
+    from solvers.space.kernels import ContinuousLayer
 
     layer = ContinuousLayer.random(0)
     broken = dataclasses.replace(layer, k1=lambda z, y: np.log(z - 0.5))  # NaN below z = 1/2
@@ -227,7 +227,7 @@ def test_problem_keeps_its_own_copy_of_the_data(layer, rng):
 
 
 def test_manufactured_solutions_need_the_uniform_feature_grid(layer):
-    from solvers.manufactured import ManufacturedSolution
+    from solvers.equation.manufactured import ManufacturedSolution
 
     star = ManufacturedSolution(4, 8)
     weights = np.linspace(1, 2, 8) / np.linspace(1, 2, 8).sum()

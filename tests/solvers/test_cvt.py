@@ -17,8 +17,8 @@ import torch
 from convergence.order import OrderVerdict
 from convergence.time_step import time_step_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend, solve
-from solvers.cvt import ConvProjection, grid_points, periodic, probed_problem, tent_kernel
-from solvers.torch_io import from_torch
+from solvers.io.torch_modules import from_torch
+from solvers.space.cvt import ConvProjection, grid_points, periodic, probed_problem, tent_kernel
 
 
 def skewed_tent(n: int, tilt: tuple[float, float]):
@@ -35,9 +35,11 @@ def skewed_tent(n: int, tilt: tuple[float, float]):
 
 def projection(n: int, stride: int) -> ConvProjection:
     return ConvProjection(
-        skewed_tent(n, (3.0, -2.0)), skewed_tent(n, (-1.0, 4.0)), skewed_tent(n, (2.0, 2.0)),
+        skewed_tent(n, (3.0, -2.0)),
+        skewed_tent(n, (-1.0, 4.0)),
+        skewed_tent(n, (2.0, 2.0)),
         stride,
-    )  # fmt: skip
+    )
 
 
 class TorchCvTBlock(torch.nn.Module):
@@ -50,22 +52,40 @@ class TorchCvTBlock(torch.nn.Module):
         torch.manual_seed(seed)
         self.n = n
         self.block = torch.nn.TransformerEncoderLayer(
-            d, heads, 2 * d, dropout=0.0, activation="gelu", norm_first=True, batch_first=True,
+            d,
+            heads,
+            2 * d,
+            dropout=0.0,
+            activation="gelu",
+            norm_first=True,
+            batch_first=True,
             dtype=torch.float64,
-        )  # fmt: skip
+        )
         with torch.no_grad():
             for parameter in self.block.parameters():  # non-trivial norms and biases
                 parameter.add_(0.1 * torch.randn_like(parameter))
         self.convs = []
         offsets = (np.arange(3) - 1) / n
         for kernel, s in zip(
-            (projection(n, stride).kappa_q, projection(n, stride).kappa_k,
-             projection(n, stride).kappa_v), (1, stride, stride), strict=True,
-        ):  # fmt: skip
+            (
+                projection(n, stride).kappa_q,
+                projection(n, stride).kappa_k,
+                projection(n, stride).kappa_v,
+            ),
+            (1, stride, stride),
+            strict=True,
+        ):
             conv = torch.nn.Conv2d(
-                d, d, 3, stride=s, padding=1, padding_mode="circular", groups=d, bias=False,
+                d,
+                d,
+                3,
+                stride=s,
+                padding=1,
+                padding_mode="circular",
+                groups=d,
+                bias=False,
                 dtype=torch.float64,
-            )  # fmt: skip
+            )
             stencil = kernel(-offsets[:, None], -offsets[None, :]) / n**2  # w[a, b] = h^2 kappa(-o)
             with torch.no_grad():
                 conv.weight.copy_(torch.tensor(np.broadcast_to(stencil, (d, 1, 3, 3))))
@@ -89,9 +109,12 @@ def test_cvt_block_is_the_lie_step_of_the_flow_with_token_maps(n, d, heads, stri
     with torch.no_grad():
         expected = torch_block(torch.tensor(u0)).numpy()
     problem = Problem(
-        u0, PiecewiseControls(from_torch(torch_block.block)), 1, norm="pre",
+        u0,
+        PiecewiseControls(from_torch(torch_block.block)),
+        1,
+        norm="pre",
         token_maps=projection(n, stride).matrices(n),
-    )  # fmt: skip
+    )
     ours = solve(problem, "lie", 1)
     assert np.abs(ours - expected).max() / np.abs(expected).max() < 1e-13
 
@@ -108,9 +131,12 @@ def test_cvt_flow_converges_at_the_predicted_orders():
         for _ in range(2)
     ]
     problem = Problem(
-        rng.standard_normal((36, 8)), PiecewiseControls(layers), 2, norm="pre",
+        rng.standard_normal((36, 8)),
+        PiecewiseControls(layers),
+        2,
+        norm="pre",
         token_maps=projection(6, 2).matrices(6),
-    )  # fmt: skip
+    )
     expected = {"lie": 1.0, "strang-rk2": 2.0, "projected-rk4": 4.0}
     study = time_step_study(problem, list(expected), [4, 8, 16, 32, 64, 128], expected=expected)
     for method in study.methods:
@@ -121,9 +147,13 @@ def _cvt_problem(stride: int = 2, **extra) -> Problem:
     rng = np.random.default_rng(3)
     layers = [LayerWeights.random(4, 2, 8, rng, affine=True, eps=1e-6) for _ in range(2)]
     return Problem(
-        rng.standard_normal((16, 4)), PiecewiseControls(layers), 1.5, norm="pre",
-        token_maps=projection(4, stride).matrices(4), **extra,
-    )  # fmt: skip
+        rng.standard_normal((16, 4)),
+        PiecewiseControls(layers),
+        1.5,
+        norm="pre",
+        token_maps=projection(4, stride).matrices(4),
+        **extra,
+    )
 
 
 def test_the_cvt_flow_agrees_with_its_60_digit_solution():
@@ -136,8 +166,9 @@ def test_identity_token_maps_leave_the_flow_unchanged():
     problem = _cvt_problem()
     identity = np.eye(problem.tokens)
     plain = Problem(problem.u0, problem.controls, 1.5, norm="pre")
-    mapped = Problem(problem.u0, problem.controls, 1.5, norm="pre",
-                     token_maps=(identity, identity, identity))  # fmt: skip
+    mapped = Problem(
+        problem.u0, problem.controls, 1.5, norm="pre", token_maps=(identity, identity, identity)
+    )
     assert np.array_equal(solve(mapped, "lie", 3), solve(plain, "lie", 3))
 
 
@@ -177,8 +208,9 @@ def test_probes_are_passive_and_follow_the_nystrom_extension(stride):
 
     maps = projection(4, stride)
     probed = probed_problem(problem.controls, maps, data, 4, grid_points(4)[nodes], 1.5)
-    plain = Problem(data(grid_points(4)), problem.controls, 1.5, norm="pre",
-                    token_maps=maps.matrices(4))  # fmt: skip
+    plain = Problem(
+        data(grid_points(4)), problem.controls, 1.5, norm="pre", token_maps=maps.matrices(4)
+    )
     for method in ("lie", "strang-rk2"):
         final = solve(probed, method, 4)
         assert np.array_equal(final[:16], solve(plain, method, 4))

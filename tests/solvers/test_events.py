@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from solvers import backend
-from solvers.events import locate_event
+from solvers.integrators.events import locate_event
 
 BK = backend("float64")
 
@@ -26,8 +26,9 @@ def test_the_earliest_of_several_crossings_is_found():
     calls: list[float] = []
     slopes = np.array([1.5, 4.0, 2.0])  # roots 2/3, 1/4, 1/2
     positive, silent = np.ones(3, bool), np.zeros(3, bool)
-    offset, _, unit = locate_event(BK, _trial(slopes, calls), np.ones(3), 1.0, positive,
-                                   silent, "test")  # fmt: skip
+    offset, _, unit = locate_event(
+        BK, _trial(slopes, calls), np.ones(3), 1.0, positive, silent, "test"
+    )
     assert unit == (1,) and abs(offset - 0.25) <= 1e-15
     assert all(0 < tau <= 1 for tau in calls)
 
@@ -39,7 +40,8 @@ def test_crossings_together_at_the_end_of_the_step_settle():
     calls: list[float] = []
     slopes = np.array([1.0, 1.0, 0.5])
     positive, silent = np.ones(3, bool), np.zeros(3, bool)
-    offset, _, unit = locate_event(BK, _trial(slopes, calls), np.ones(3), 1.0, positive,
-                                   silent, "test")  # fmt: skip
+    offset, _, unit = locate_event(
+        BK, _trial(slopes, calls), np.ones(3), 1.0, positive, silent, "test"
+    )
     assert offset == 1.0 and unit in ((0,), (1,))
     assert len(calls) < 50

@@ -9,9 +9,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend, solve
-from solvers.exact import uniform_attention_solution
-from solvers.extrapolation import Extrapolation
-from solvers.manufactured import ManufacturedSolution
+from solvers.equation.exact import uniform_attention_solution
+from solvers.equation.manufactured import ManufacturedSolution
+from solvers.methods.extrapolation import Extrapolation
 from tests.exact_layers import uniform_attention_linear_ffn
 
 
@@ -21,9 +21,14 @@ def _uniform_problem(seed: int = 3, d: int = 8, layers: int = 4) -> Problem:
     def uniform(w):
         zero = np.zeros
         return dataclasses.replace(
-            w, wk=zero(w.wk.shape), bk=zero(w.bk.shape), bv=zero(w.bv.shape), bo=zero(d),
-            w2=zero(w.w2.shape), b2=zero(d),
-        )  # fmt: skip
+            w,
+            wk=zero(w.wk.shape),
+            bk=zero(w.bk.shape),
+            bv=zero(w.bv.shape),
+            bo=zero(d),
+            w2=zero(w.w2.shape),
+            b2=zero(d),
+        )
 
     stack = [uniform(LayerWeights.random(d, 2, 16, rng)) for _ in range(layers)]
     return Problem(rng.standard_normal((8, d)), PiecewiseControls(stack), layers, norm="none")

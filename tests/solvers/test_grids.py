@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from solvers import InvalidInputError, PiecewiseControls, Problem, backend, solve
-from solvers.grids import Grid, attention_at, discretize, quadrature
-from solvers.kernels import ContinuousLayer, SeriesKernel
-from solvers.operators import attention
-from solvers.torch_io import torch_forward
+from solvers.equation.operators import attention
+from solvers.io.torch_modules import torch_forward
+from solvers.space.grids import Grid, attention_at, discretize, quadrature
+from solvers.space.kernels import ContinuousLayer, SeriesKernel
 
 PROBES = np.random.default_rng(0).random((2, 20))
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from solvers import backend
-from solvers.integrators import EULER, RK2, RK4, extrapolation_step, rk_step
+from solvers.integrators.tableaux import EULER, RK2, RK4, extrapolation_step, rk_step
 
 
 def _orders(step, steps=(8, 16, 32)):

@@ -14,8 +14,8 @@ import transformers
 from safetensors.numpy import load_file, save_file
 
 from solvers import InvalidInputError, load_model, save_model, solve_layers
-from solvers.torch_io import from_torch
-from tests.hf_models import SHIPPED, PickleTrap
+from solvers.io.torch_modules import from_torch
+from tests.hf_models import SHIPPED, PickleTrap, tiny_bert, tiny_gpt2, tiny_vit
 from tests.torch_models import random_torch_encoder
 
 TWIN = 1e-13
@@ -27,35 +27,27 @@ def relative(got: np.ndarray, expected: np.ndarray) -> float:
 
 
 def _bert(**extra):
-    config = transformers.BertConfig(
-        hidden_size=12, num_hidden_layers=3, num_attention_heads=3, intermediate_size=20,
-        vocab_size=50, max_position_embeddings=16, **extra,
-    )  # fmt: skip
     cls = transformers.BertForSequenceClassification if extra else transformers.BertModel
-    return cls(config)
+    return cls(tiny_bert(layers=3, **extra))
 
 
 def _vit(**extra):
-    config = transformers.ViTConfig(
-        hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
-        image_size=8, patch_size=4, num_channels=1, **extra,
-    )  # fmt: skip
     cls = transformers.ViTForImageClassification if extra else transformers.ViTModel
-    return cls(config)
+    return cls(tiny_vit(**extra))
 
 
 def _gpt2(**extra):
-    config = transformers.GPT2Config(
-        n_embd=12, n_layer=3, n_head=3, vocab_size=50, n_positions=16, **extra
-    )
     cls = transformers.GPT2ForSequenceClassification if extra else transformers.GPT2Model
-    return cls(config)
+    return cls(tiny_gpt2(layers=3, **extra))
 
 
 TOKENS = torch.tensor([[3, 14, 15, 9, 26, 5, 35], [8, 9, 7, 9, 3, 23, 8]])
 PIXELS = torch.tensor(np.random.default_rng(0).standard_normal((2, 1, 8, 8)))
-INPUTS = {"bert": {"input_ids": TOKENS}, "vit": {"pixel_values": PIXELS},
-          "gpt2": {"input_ids": TOKENS}}  # fmt: skip
+INPUTS = {
+    "bert": {"input_ids": TOKENS},
+    "vit": {"pixel_values": PIXELS},
+    "gpt2": {"input_ids": TOKENS},
+}
 
 
 def _run(module, kind: str):
@@ -220,8 +212,9 @@ def test_the_shipped_language_model_predicts_its_held_out_characters():
     embedding or the tied head would be near it), and a loss well below log 13."""
     network = load_model(SHIPPED / "char-sums")
     tokens = np.load(SHIPPED / "char-sums-tokens.npy")
-    judged = network.readout.judge(solve_layers(network.problem(network.embed(tokens)))[-1],
-                                   None, tokens)  # fmt: skip
+    judged = network.readout.judge(
+        solve_layers(network.problem(network.embed(tokens)))[-1], None, tokens
+    )
     assert network.readout.next_token and judged.accuracy >= 0.45
     assert judged.loss <= 0.6 * np.log(13)
 
@@ -241,10 +234,7 @@ def test_the_shipped_encoder_embeds_its_digits():
 def test_a_vit_without_query_key_value_biases():
     """qkv_bias = false: the projections have no bias tensors, read as zero biases."""
     torch.manual_seed(3)
-    config = transformers.ViTConfig(
-        hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
-        image_size=8, patch_size=4, num_channels=1, qkv_bias=False,
-    )  # fmt: skip
+    config = tiny_vit(qkv_bias=False)
     module, out = _run(transformers.ViTModel(config), "vit")
     assert not any("q_proj.bias" in name for name in module.state_dict())
     model = load_model(module)

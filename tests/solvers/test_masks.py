@@ -16,7 +16,7 @@ from solvers import (
     solve,
     solve_reference,
 )
-from solvers.methods import METHODS
+from solvers.solving import METHODS
 from tests.precisions import ALL_PRECISIONS
 
 MASK = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 0]])
@@ -32,8 +32,13 @@ def _problem(rng, norm, causal, activation="gelu", mask=MASK, layers=2, d_ff=12)
 
 def _unpadded(problem, b):
     real = problem.mask[b]
-    return Problem(problem.u0[b][real], problem.controls, problem.t_final, norm=problem.norm,
-                   causal=problem.causal)  # fmt: skip
+    return Problem(
+        problem.u0[b][real],
+        problem.controls,
+        problem.t_final,
+        norm=problem.norm,
+        causal=problem.causal,
+    )
 
 
 def _masked_error(problem, method, steps, precision="float64"):
@@ -109,8 +114,13 @@ def test_a_mask_with_token_maps_is_refused(rng):
     layers = [LayerWeights.random(d=6, heads=2, d_ff=12, rng=rng)]
     eye = np.eye(4)
     with pytest.raises(InvalidInputError, match="cannot be combined with token_maps"):
-        Problem(rng.standard_normal((4, 6)), PiecewiseControls(layers), 1,
-                token_maps=(eye, eye, eye), mask=np.ones(4))  # fmt: skip
+        Problem(
+            rng.standard_normal((4, 6)),
+            PiecewiseControls(layers),
+            1,
+            token_maps=(eye, eye, eye),
+            mask=np.ones(4),
+        )
 
 
 def test_kinks_of_masked_tokens_are_not_events(rng):

@@ -11,7 +11,8 @@ import transformers
 from safetensors.numpy import load_file
 
 from solvers import InvalidInputError, load_model, save_model, solve, solve_layers
-from solvers.readout import Dense, Readout
+from solvers.network.readout import Dense, Readout
+from tests.hf_models import tiny_bert, tiny_gpt2, tiny_vit
 
 TWIN = 1e-13
 """Relative max-abs agreement with the library in float64."""
@@ -29,9 +30,7 @@ def relative(got: np.ndarray, expected: np.ndarray) -> float:
 
 def _gpt2_lm(tie: bool = True):
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_embd=12, n_layer=2, n_head=3, vocab_size=50,
-                                     n_positions=16, tie_word_embeddings=tie)  # fmt: skip
-    return transformers.GPT2LMHeadModel(config).double().eval()
+    return transformers.GPT2LMHeadModel(tiny_gpt2(tie_word_embeddings=tie)).double().eval()
 
 
 def _sources(module, tmp_path):
@@ -56,8 +55,9 @@ def test_an_lm_head_gives_the_librarys_logits_and_loss(tie, tmp_path):
     sources = _sources(module, tmp_path)
     saved = load_file(tmp_path / "pretrained" / "model.safetensors")
     assert ("lm_head.weight" in saved) is not tie  # tied: read from wte
-    expected = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, 50),
-                                                 ids[:, 1:].reshape(-1)).item()  # fmt: skip
+    expected = torch.nn.functional.cross_entropy(
+        out.logits[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1)
+    ).item()
     for source in sources:
         model = load_model(source)
         u0 = model.embed(IDS)
@@ -95,22 +95,18 @@ def test_an_lm_head_is_judged_at_real_positions_only():
 
 def _bert_classifier():
     torch.manual_seed(1)
-    config = transformers.BertConfig(
-        hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
-        vocab_size=50, max_position_embeddings=16, num_labels=3,
-    )  # fmt: skip
-    return transformers.BertForSequenceClassification(config).double().eval()
+    return transformers.BertForSequenceClassification(tiny_bert(num_labels=3)).double().eval()
 
 
 def _gpt2_classifier():
     torch.manual_seed(2)
-    config = transformers.GPT2Config(n_embd=12, n_layer=2, n_head=3, vocab_size=50,
-                                     n_positions=16, num_labels=3, pad_token_id=0)  # fmt: skip
+    config = tiny_gpt2(num_labels=3, pad_token_id=0)
     return transformers.GPT2ForSequenceClassification(config).double().eval()
 
 
-@pytest.mark.parametrize(("build", "compared"), [(_bert_classifier, 2), (_gpt2_classifier, 1)],
-                         ids=["bert", "gpt2"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("build", "compared"), [(_bert_classifier, 2), (_gpt2_classifier, 1)], ids=["bert", "gpt2"]
+)
 def test_a_padded_batch_gives_the_librarys_masked_decisions(build, compared, tmp_path):
     """A right-padded batch with its attention mask: the hidden states at the real tokens
     are the library's, and so are the decisions (GPT-2 pools the last real token, BERT
@@ -119,8 +115,9 @@ def test_a_padded_batch_gives_the_librarys_masked_decisions(build, compared, tmp
     module = build()
     ids = np.where(MASK == 1, IDS, 0)  # the pad token is 0
     with torch.no_grad():
-        out = module(torch.tensor(ids), attention_mask=torch.tensor(MASK),
-                     output_hidden_states=True)  # fmt: skip
+        out = module(
+            torch.tensor(ids), attention_mask=torch.tensor(MASK), output_hidden_states=True
+        )
     expected = out.logits.argmax(-1).numpy()
     real = MASK.astype(bool)
     for source in _sources(module, tmp_path):
@@ -136,9 +133,7 @@ def test_a_padded_batch_gives_the_librarys_masked_decisions(build, compared, tmp
 
 def test_the_vit_embeds_its_own_pixels(tmp_path):
     torch.manual_seed(3)
-    config = transformers.ViTConfig(hidden_size=12, num_hidden_layers=2, num_attention_heads=3,
-                                    intermediate_size=20, image_size=8, patch_size=4,
-                                    num_channels=1, num_labels=4)  # fmt: skip
+    config = tiny_vit(num_labels=4)
     module = transformers.ViTForImageClassification(config).double().eval()
     pixels = np.random.default_rng(0).standard_normal((2, 1, 8, 8))
     with torch.no_grad():

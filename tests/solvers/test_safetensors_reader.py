@@ -12,7 +12,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from solvers import InvalidInputError
-from solvers.safetensors_reader import DTYPES, numpy_dtype, read_safetensors
+from solvers.io.safetensors_reader import DTYPES, numpy_dtype, read_safetensors
 from tests.hf_models import SHIPPED
 
 

@@ -1,5 +1,5 @@
 """The score scale: the canonical 1/sqrt(d_k) is the real number, evaluated in each number
-system; a scale given as a number is kept as given (solvers/weights.py, issue 15)."""
+system; a scale given as a number is kept as given (solvers/equation/weights.py, issue 15)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def test_torch_layers_have_the_canonical_scale_and_go_back_to_torch():
     layers (and the float64 value given explicitly) and refuses a scale torch cannot hold."""
     torch = pytest.importorskip("torch")
     from solvers import from_torch
-    from solvers.torch_io import to_torch
+    from solvers.io.torch_modules import to_torch
     from tests.torch_models import random_torch_encoder, run_encoder
 
     encoder = random_torch_encoder(12, 4, 24, layers=2, seed=1)  # d_k = 3

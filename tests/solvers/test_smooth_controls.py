@@ -15,7 +15,7 @@ from solvers import (
     solve,
     solve_reference,
 )
-from solvers.controls import SmoothControls
+from solvers.equation.controls import SmoothControls
 
 
 def test_constant_keyframes_are_the_piecewise_layer(rng):

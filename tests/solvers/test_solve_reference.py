@@ -21,9 +21,9 @@ from solvers import (
     solve,
     solve_reference,
 )
+from solvers.equation.exact import uniform_attention_solution
+from solvers.equation.flow import LayerFlow
 from solvers.errors import IntegrationError
-from solvers.exact import uniform_attention_solution
-from solvers.flow import LayerFlow
 from tests.exact_layers import manufactured_post_ln, uniform_attention_linear_ffn
 
 STIFFNESS = 80.0
@@ -89,8 +89,8 @@ def _seeded(seed: int) -> Problem:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_estimate_bounds_the_error_of_seeded_problems(seed):
-    """float64 against 24 digits (the full study of 54 problems, with ReLU events, is in
-    docs/schemes.md section 7): never below the true error, and within 1000x of it."""
+    """float64 against 24 digits (docs/schemes.md section 7): never below the true error,
+    and within 1000x of it."""
     problem = _seeded(seed)
     result = solve_reference(problem)
     truth = solve_reference(problem, tol=1e-20, backend=backend("mpmath", 24)).states
@@ -208,9 +208,11 @@ def test_the_budget_is_bounded_and_named(stiff):
 def test_relu_kinks_are_events_of_accepted_steps():
     layer = LayerWeights.random(3, 1, 6, rng=8, bias_scale=0.3)
     problem = Problem(
-        np.random.default_rng(2).standard_normal((2, 3)), PiecewiseControls([layer]), 1,
+        np.random.default_rng(2).standard_normal((2, 3)),
+        PiecewiseControls([layer]),
+        1,
         norm="pre",
-    )  # fmt: skip
+    )
     result = solve_reference(problem)
     high = backend("mpmath", 30)
     truth = high.to_float64(solve(problem, "reference", 4, high))
@@ -226,10 +228,20 @@ def _equiangular() -> Problem:
     d, eye = 5, np.eye(5)[None]
     zero = np.zeros
     layer = LayerWeights(
-        wq=eye, bq=zero((1, d)), wk=eye, bk=zero((1, d)), wv=eye, bv=zero((1, d)),
-        wo=BETA * eye, bo=zero(d), w1=zero((d, 2)), b1=zero(2), w2=zero((2, d)), b2=zero(d),
+        wq=eye,
+        bq=zero((1, d)),
+        wk=eye,
+        bk=zero((1, d)),
+        wv=eye,
+        bv=zero((1, d)),
+        wo=BETA * eye,
+        bo=zero(d),
+        w1=zero((d, 2)),
+        b1=zero(2),
+        w2=zero((2, d)),
+        b2=zero(d),
         activation="gelu",
-    )  # fmt: skip
+    )
     u0 = np.array([[-1.0, 0, 0, 0, 1], [-1, 0, 0, 1, 0], [-1, 0, 1, 0, 0]])
     return Problem(u0, PiecewiseControls([layer]), 1, norm="post")
 

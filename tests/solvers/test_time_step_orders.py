@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from solvers import backend, solve
-from solvers.extrapolation import Extrapolation
+from solvers.methods.extrapolation import Extrapolation
 from tests.exact_layers import manufactured_post_ln
 
 FLOAT64 = backend("float64")

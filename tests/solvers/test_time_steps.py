@@ -64,7 +64,7 @@ def test_partial_final_layer_takes_equal_steps_to_t_final(rng):
     half = solve(Problem(u0, PiecewiseControls(layers), 1.5, norm="pre"), steps_per_unit=4)
     # by hand: four steps of 1/4 in layer 0, then two steps of 1/4 in layer 1
     from solvers import backend
-    from solvers.schemes import lie_step
+    from solvers.methods.transformer_layer import lie_step
 
     bk = backend("float64")
     u = u0

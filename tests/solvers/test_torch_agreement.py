@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from solvers import LayerWeights, PiecewiseControls, Problem, from_torch, solve
-from solvers.torch_io import to_torch, torch_forward, torch_norm_placement
+from solvers.io.torch_modules import to_torch, torch_forward, torch_norm_placement
 from tests.torch_models import random_torch_encoder, run_encoder
 
 GRID = list(

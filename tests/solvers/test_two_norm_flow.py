@@ -11,7 +11,7 @@ from scipy.integrate import solve_ivp
 
 from convergence.order import OrderVerdict, estimate_order
 from solvers import PiecewiseControls, Problem, backend, from_torch, solve
-from solvers.torch_io import torch_norm_placement
+from solvers.io.torch_modules import torch_norm_placement
 
 torch = pytest.importorskip("torch")
 
@@ -24,9 +24,16 @@ def post_ln_encoder(activation: str = "gelu") -> torch.nn.TransformerEncoder:
     """The torch stack: eps = 0, the scalar norms NORMS, seeded weights."""
     rng = np.random.default_rng(7)
     layer = torch.nn.TransformerEncoderLayer(
-        D, HEADS, D_FF, dropout=0.0, activation=activation, layer_norm_eps=0.0,
-        batch_first=True, norm_first=False, dtype=torch.float64,
-    )  # fmt: skip
+        D,
+        HEADS,
+        D_FF,
+        dropout=0.0,
+        activation=activation,
+        layer_norm_eps=0.0,
+        batch_first=True,
+        norm_first=False,
+        dtype=torch.float64,
+    )
     stack = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
     with torch.no_grad():
         for name, parameter in stack.named_parameters():

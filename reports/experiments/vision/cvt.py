@@ -30,7 +30,7 @@ from reports.experiments.vision.data import (
 from reports.experiments.vision.parts import grid_part, orders_part
 from reports.schema import Field, array_of, integer, reject
 from solvers import LayerWeights, PiecewiseControls, Problem
-from solvers.cvt import ConvProjection, gaussian_kernel, tent_kernel
+from solvers.space.cvt import ConvProjection, gaussian_kernel, tent_kernel
 
 FLOW_STRIDE = 2
 

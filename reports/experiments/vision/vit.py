@@ -19,7 +19,7 @@ from convergence.grid import GridStudy
 from convergence.grid_2d import vit_flow_grid_study, vit_grid_study
 from convergence.time_step import TimeStepStudy, time_step_study
 from properties.claim_check import CheckVerdict, ClaimCheck
-from properties.transformer_identity import check_lie_is_transformer
+from properties.exactness.transformer_identity import check_lie_is_transformer
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Section, by_case_kind, extended
 from reports.experiments.vision.data import ORDERS, gelu_layers, smooth_2d, spread_2d
@@ -29,8 +29,8 @@ from reports.schema import Field, array_of, integer
 from reports.tables import markdown_table
 from reports.tables import number as cell
 from solvers import LayerWeights, PiecewiseControls, Problem
-from solvers.torch_io import torch_available
-from solvers.vit import vit_initial_condition
+from solvers.io.torch_modules import torch_available
+from solvers.space.vit import vit_initial_condition
 
 VIT_FIELDS = {
     "image": Field(integer(2, 64), 8),

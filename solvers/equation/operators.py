@@ -1,0 +1,205 @@
+"""The discrete operators of docs/model.md section 1, written once against a backend.
+
+States are arrays of shape (..., N, d): N tokens (rows) of d features, with any number of
+leading batch axes. Weights act on the right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from solvers.backends import Array, Backend
+from solvers.equation.weights import BackendLayer
+from solvers.errors import InvalidInputError, UndefinedOperationError
+
+
+def _split_heads(x: Array, heads: int) -> Array:
+    """(..., N, H * w) -> (..., H, N, w)."""
+    return np.swapaxes(x.reshape(*x.shape[:-1], heads, -1), -2, -3)
+
+
+LAYER_NORMS = ("post", "pre", "none")
+"""Where a layer's norms sit (docs/model.md section 2): after each residual update, before
+each sub-layer, or nowhere."""
+
+TokenMap = Callable[[Array], Array]
+"""A linear map in the token variable: takes (..., N, w) to (..., N', w), acting on axis -2."""
+
+
+Normalise = Callable[[Backend, Array], Array]
+"""Maps a head's scores (..., H, N, M) to its mixing weights (the row softmax by default)."""
+
+
+def attention(
+    bk: Backend,
+    u: Array,
+    layer: BackendLayer,
+    score_bias: Array | None = None,
+    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+) -> Array:
+    """Multi-head attention A(U) = sum_h softmax_rows(S_h + B) V_h Wo_h + bo.
+
+    Q_h = U Wq_h + bq_h, K_h = U Wk_h + bk_h, V_h = U Wv_h + bv_h and S_h = s Q_h K_h^T
+    with s = layer.scale. B (`score_bias`, shape (N, N) or (N,) for a per-key bias) is
+    added to every head's scores: log w^x for token quadrature weights (zero on the
+    uniform grid) and -inf above the diagonal for a causal mask. Summing the heads'
+    outputs V_h Wo_h equals concatenating them and applying the stacked Wo.
+
+    `token_maps` (C_q, C_k, C_v), linear maps in the token variable, act before the
+    biases: Q_h = C_q (U Wq_h) + bq_h, K_h = C_k (U Wk_h) + bk_h, V_h = C_v (U Wv_h) + bv_h
+    (C commutes with the feature maps, so this is the map of C U). They are the CvT's
+    convolutional projections (solvers.space.cvt; C_k and C_v onto a coarser key grid of M
+    tokens, C_q onto N' query points), or a selection of rows. B then has shape (N', M).
+    Defined for every finite U; a row of B that is -inf everywhere is not allowed.
+    """
+    outputs = attention_heads(bk, u, layer, score_bias, token_maps)[2]
+    return combine_heads(bk, outputs, layer)
+
+
+def attention_heads(
+    bk: Backend,
+    u: Array,
+    layer: BackendLayer,
+    score_bias: Array | None = None,
+    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+    normalise: Normalise | None = None,
+) -> tuple[Array, Array, Array]:
+    """Per head h: (P_h, V_h, O_h) with P_h = softmax_rows(s Q_h K_h^T + B), O_h = P_h V_h,
+    of shapes (..., H, N, M), (..., H, M, d_v), (..., H, N, d_v): the pieces `attention`
+    sums, for the checks that look inside a head. `normalise` replaces the row softmax.
+    """
+    heads, d_k = layer.heads, layer.d_k
+    width = heads * d_k
+    qkv = bk.matmul(u, layer.w_qkv)
+    if token_maps is None:
+        qkv += layer.b_qkv
+        q, k, v = qkv[..., :width], qkv[..., width : 2 * width], qkv[..., 2 * width :]
+    else:
+        blocks = (slice(0, width), slice(width, 2 * width), slice(2 * width, None))
+        q, k, v = (
+            mapped(qkv[..., block]) + layer.b_qkv[block]
+            for mapped, block in zip(token_maps, blocks, strict=True)
+        )
+    q *= layer.scale  # s Q_h K_h^T = (s Q_h) K_h^T, on N x d_k numbers
+    scores = bk.matmul(_split_heads(q, heads), np.swapaxes(_split_heads(k, heads), -1, -2))
+    if score_bias is not None:
+        scores += score_bias
+    weights = bk.softmax_(scores) if normalise is None else normalise(bk, scores)
+    values = _split_heads(v, heads)
+    return weights, values, bk.matmul(weights, values)
+
+
+def combine_heads(bk: Backend, outputs: Array, layer: BackendLayer) -> Array:
+    """sum_h O_h Wo_h + bo for head outputs O (..., H, N, d_v): the heads side by side
+    times the stacked Wo."""
+    joined = np.swapaxes(outputs, -2, -3)
+    output = bk.matmul(joined.reshape(*joined.shape[:-2], layer.heads * layer.d_v), layer.w_o)
+    output += layer.b_o
+    return output
+
+
+def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | None = None) -> Array:
+    """F(U) = sigma(U W1 + b1) W2 + b2 with sigma = relu, the projection onto {z >= 0}, or
+    (layer.activation "gelu") GELU(z) = z Phi(z), or ("gelu-tanh") its tanh form, both
+    smooth (`activate`). Defined for all U.
+
+    With `pattern` (0/1 entries of the shape of U W1 + b1) relu is replaced by the product
+    with that fixed activation pattern: the analytic continuation of F from the region where
+    exactly those pre-activations are positive, which event location integrates. GELU has
+    no kinks, so a pattern is ignored.
+    """
+    if layer.activation == "relu" and pattern is not None:
+        hidden = hidden_preactivations(bk, u, layer) * pattern
+    else:
+        hidden = activate(bk, layer.activation, bk.matmul(u, layer.w1), layer.b1)
+    output = bk.matmul(hidden, layer.w2)
+    output += layer.b2
+    return output
+
+
+def activate(bk: Backend, activation: str, z: Array, bias: Array) -> Array:
+    """sigma(z + b) for the FFN's activation (solvers.equation.weights.ACTIVATIONS), the bias b
+    along the last axis: relu (max(z + b, 0), in one pass written into z), gelu
+    (x Phi(x) at x = z + b) or gelu-tanh (GELU's tanh form)."""
+    if activation == "relu":
+        return bk.bias_relu_(z, bias)
+    z += bias
+    return bk.gelu(z) if activation == "gelu" else bk.gelu_tanh(z)
+
+
+def layer_norm(
+    bk: Backend,
+    u: Array,
+    gain: Array,
+    bias: Array,
+    eps: Array,
+    weights: Array | None = None,
+) -> Array:
+    """LN(V)_i = g * (V_i - mean(V_i)) / sqrt(var(V_i) + eps) + b, per row over the d features.
+
+    var is the population variance; on a non-uniform feature grid mean and variance are
+    the quadrature sums with the feature weights w^y (`weights`, summing to 1). With
+    eps = 0 and scalar g = sigma2 > 0, b = sigma1 this is the projection P onto
+    S1 = {rows with mean sigma1 and variance sigma2^2} (Theorem 3.1; in the w^y-weighted
+    inner product), defined only where var(V_i) > 0: a constant row raises
+    UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
+    """
+    mean, variance = bk.moments(u, weights)
+    if not np.any(bk.to_float64(eps)):
+        _require_positive_variance(bk, variance)
+    return bk.normalise_rows(u, mean, variance, eps, gain, bias)
+
+
+def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Array:
+    """The projection P(V)_i = sigma2 (V_i - mean(V_i)) / sqrt(var(V_i)) + sigma1 onto S1.
+
+    Requires scalar sigma2 > 0 and var(V_i) > 0 for every row (see `layer_norm`).
+    """
+    sigma1_array, sigma2_array = np.asarray(sigma1, float), np.asarray(sigma2, float)
+    if (
+        sigma1_array.ndim
+        or sigma2_array.ndim
+        or not np.isfinite([sigma1_array, sigma2_array]).all()
+    ):
+        raise InvalidInputError(
+            f"sigma1 and sigma2 must be finite scalars, got {sigma1!r}, {sigma2!r}"
+        )
+    if not sigma2_array > 0:
+        raise InvalidInputError(f"sigma2 must be > 0 for a projection onto S1, got {sigma2!r}")
+    return layer_norm(bk, u, bk.asarray(sigma2), bk.asarray(sigma1), bk.asarray(0.0))
+
+
+def hidden_preactivations(bk: Backend, u: Array, layer: BackendLayer) -> Array:
+    """Z = U W1 + b1, whose signs are the FFN's activation pattern."""
+    hidden = bk.matmul(u, layer.w1)
+    hidden += layer.b1
+    return hidden
+
+
+def tangent_projection(bk: Backend, u: Array, g: Array, weights: Array | None = None) -> Array:
+    """Pi_T(u) g: per row, remove the mean of g, then its component along u - mean(u).
+
+    At a point u of S1 (mean sigma1, variance sigma2^2) this is the orthogonal projection
+    onto the tangent space {t : mean t = 0, <t, u - sigma1> = 0}; elsewhere it projects
+    onto the tangent space of the level set of (mean, variance) through u, so it needs
+    var(u_i) > 0 but no sigma. With feature `weights` w^y, means and inner products are
+    the w^y-weighted ones (the projection is orthogonal in that inner product).
+    """
+    mean_u, variance = bk.moments(u, weights)
+    _require_positive_variance(bk, variance)
+    return bk.tangent_rows(u, mean_u, variance, g, weights)
+
+
+def _require_positive_variance(bk: Backend, variance: Array) -> None:
+    zero = ~bk.certainly_positive(variance[..., 0])
+    if zero.any():
+        where = tuple(int(i) for i in np.argwhere(zero)[0])
+        token = where[-1]
+        batch = f" in batch entry {where[:-1]}" if len(where) > 1 else ""
+        raise UndefinedOperationError(
+            f"the layer-norm projection P is undefined at a constant row: token {token}{batch} "
+            f"has variance {bk.to_float64(variance[where])[0]:.3g} in {bk!r} "
+            "(use eps > 0 or perturb the row)"
+        )

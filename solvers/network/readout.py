@@ -1,0 +1,196 @@
+"""Readout: what turns a network's final token states into scores, decisions and an output
+measure (docs/networks.md sections 1 and 5).
+
+A readout is applied unchanged to any final state (the network's, a refinement's, the
+time-step limit's), so a change of decision between them is a property of the flow, not
+of the head. Two kinds:
+
+- a classifier pools the tokens to one vector per input and maps it to class scores
+  (BERT's pooler and classifier, ViT's classifier on the class token, GPT-2's score on the
+  last real token); its targets are labels, one per input;
+- a language-model head (no pooling) maps every token to scores over the vocabulary
+  (GPT-2's ln_f and tied unembedding); the decision at position x predicts the token at
+  x + 1, and its targets are the input's own tokens.
+
+Only real tokens are read (the padding mask of docs/model.md section 6): pooling skips the
+padding the way the library does, and an LM head is judged at real positions only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.special
+
+from solvers.backends import backend
+from solvers.equation.operators import layer_norm
+from solvers.errors import InvalidInputError
+from solvers.validation import finite_array, indices
+
+FLOAT64 = backend("float64")
+POOLINGS = ("first", "last", "mean")
+"""How a classifier reduces the tokens to one vector: the first token (BERT's [CLS], ViT's
+class token; the first position whatever the mask, as the libraries do), the last real
+token (GPT-2's sequence classification), or the mean of the real tokens."""
+DENSE_ACTIVATIONS = ("none", "tanh")
+"""After a dense layer of the readout: nothing, or tanh (BERT's pooler)."""
+
+
+@dataclass(frozen=True)
+class Dense:
+    """y = act(x W + b), W of shape (in, out) acting on the right."""
+
+    weight: np.ndarray
+    bias: np.ndarray
+    activation: str = "none"
+
+    def __post_init__(self) -> None:
+        weight = finite_array("readout weight", self.weight, (None, None))
+        bias = finite_array("readout bias", self.bias, (weight.shape[1],))
+        if self.activation not in DENSE_ACTIVATIONS:
+            raise InvalidInputError(
+                f"readout activation must be one of {DENSE_ACTIVATIONS}, got {self.activation!r}"
+            )
+        object.__setattr__(self, "weight", weight)
+        object.__setattr__(self, "bias", bias)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = x @ self.weight + self.bias
+        return np.tanh(y) if self.activation == "tanh" else y
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a readout decides on a batch of final states, and how well."""
+
+    decisions: np.ndarray
+    """One decision per judged position, flat: per input (a classifier) or per real token
+    in row-major order (an LM head)."""
+    correct: np.ndarray | None
+    """Per target, whether the decision hits it (None without targets)."""
+    loss: float | None
+    """Mean cross-entropy, in nats, of the scores against the targets (None without)."""
+
+    @property
+    def accuracy(self) -> float | None:
+        return None if self.correct is None else float(np.mean(self.correct))
+
+
+@dataclass(frozen=True)
+class Readout:
+    """scores = dense_k(... dense_1(pool(LN(U)))): an optional final layer norm
+    g (U - mean) / sqrt(var + eps) + b per token, a pooling (POOLINGS; None keeps every
+    token), then dense layers. Without dense layers it returns the (normalised) states and
+    decides nothing; without a pooling but with dense layers it is a language-model head
+    (module docstring)."""
+
+    norm: tuple[np.ndarray, np.ndarray, float] | None = None
+    pool: str | None = None
+    dense: tuple[Dense, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.pool is not None and self.pool not in POOLINGS:
+            raise InvalidInputError(f"pool must be one of {POOLINGS} or None, got {self.pool!r}")
+        object.__setattr__(self, "dense", tuple(self.dense))
+
+    @property
+    def classifies(self) -> bool:
+        """Whether it ends in scores to take decisions from (at least one dense layer)."""
+        return bool(self.dense)
+
+    @property
+    def next_token(self) -> bool:
+        """Whether it is a language-model head: scores at every token for the next one."""
+        return self.classifies and self.pool is None
+
+    @property
+    def classes(self) -> int | None:
+        """How many scores it gives per decision (classes, or the vocabulary's size)."""
+        return self.dense[-1].weight.shape[1] if self.dense else None
+
+    def __call__(self, states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """The readout of final states of shape (..., N, d), in float64; `mask` (..., N)
+        marks the real tokens (None: all)."""
+        x = np.asarray(states, dtype=np.float64)
+        if self.norm is not None:
+            gain, bias, eps = self.norm
+            x = layer_norm(FLOAT64, x, gain, bias, np.float64(eps))
+        if self.pool is not None:
+            x = _pooled(x, self.pool, _real(mask, x.shape[:-1]))
+        for layer in self.dense:
+            x = layer(x)
+        return x
+
+    def decisions(self, states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """argmax of the scores: one decision per input (..., ), or per token (..., N) for
+        an LM head (masked positions included; `judge` leaves them out)."""
+        if not self.classifies:
+            raise InvalidInputError("this readout has no classifier: no decisions to take")
+        return np.argmax(self(states, mask), axis=-1)
+
+    def judge(
+        self,
+        states: np.ndarray,
+        mask: np.ndarray | None = None,
+        targets: np.ndarray | None = None,
+    ) -> Judged:
+        """Decisions at the judged positions and, with `targets`, their accuracy and the
+        cross-entropy loss. Targets are labels (...,) for a classifier, or for an LM head
+        the input's tokens (..., N): position x is judged against token x + 1 where both
+        are real (no such position: no accuracy and no loss)."""
+        if not self.classifies:
+            raise InvalidInputError("this readout has no classifier: no decisions to take")
+        scores = self(states, mask)
+        chosen = np.argmax(scores, axis=-1)
+        if not self.next_token:
+            correct = None if targets is None else chosen == targets
+            return Judged(
+                chosen.ravel(),
+                None if correct is None else correct.ravel(),
+                _cross_entropy(scores, targets),
+            )
+        real = _real(mask, chosen.shape)
+        judged = real[..., :-1] & real[..., 1:]
+        if targets is None or not judged.any():  # nothing to score: unmeasured, not 0
+            return Judged(chosen[real], None, None)
+        ahead = targets[..., 1:][judged]
+        before = scores[..., :-1, :][judged]
+        return Judged(
+            chosen[real], chosen[..., :-1][judged] == ahead, _cross_entropy(before, ahead)
+        )
+
+    def check_targets(self, targets: np.ndarray, batch: tuple[int, ...], name: str) -> np.ndarray:
+        """`targets` checked for this readout on inputs of leading shape `batch` (B, N):
+        integer class indices (B,) in range for a classifier, or token ids (B, N) below the
+        vocabulary's size for an LM head; a one-line InvalidInputError otherwise."""
+        if not self.classifies:
+            raise InvalidInputError(f"{name}: the model's readout takes no decisions to judge")
+        shape = batch if self.next_token else batch[:1]
+        what = "token ids" if self.next_token else "class indices"
+        within = f"the readout's {self.classes} scores"
+        return indices(name, targets, shape, self.classes, what, within)
+
+
+def _real(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """The padding mask (True for a real token) broadcast to `shape` (..., N)."""
+    return np.ones(shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), shape)
+
+
+def _pooled(x: np.ndarray, pool: str, real: np.ndarray) -> np.ndarray:
+    """One vector per input from tokens x (..., N, d): the first token, the last real one,
+    or the mean of the real ones."""
+    if pool == "first":
+        return x[..., 0, :]
+    if pool == "last":
+        last = real.shape[-1] - 1 - np.argmax(real[..., ::-1], axis=-1)
+        return np.take_along_axis(x, last[..., None, None], axis=-2)[..., 0, :]
+    return (x * real[..., None]).sum(axis=-2) / real.sum(axis=-1)[..., None]
+
+
+def _cross_entropy(scores: np.ndarray, targets: np.ndarray | None) -> float | None:
+    """mean over the targets of -log softmax(scores)[target], in nats."""
+    if targets is None:
+        return None
+    log_p = scipy.special.log_softmax(scores, axis=-1)
+    return float(-np.mean(np.take_along_axis(log_p, targets[..., None], axis=-1)))

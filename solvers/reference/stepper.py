@@ -1,0 +1,112 @@
+"""One attempted step of the reference: the Gragg-Bulirsch-Stoer tableau built row by row
+until a diagonal entry T_jj near the target column is within the tolerance, as ODEX's
+convergence monitor does (docs/schemes.md sections 3 and 7). It returns the state, its
+error estimate and the column used, or the ratios that say how far it missed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from solvers.backends import Array
+from solvers.equation.flow import LayerFlow
+from solvers.errors import NumericalBreakdownError, WideBallsError
+from solvers.integrators.tableaux import extrapolation_evaluations, extrapolation_rows
+from solvers.reference.step_control import StepControl
+
+TRUNCATION_SAFETY = 2.0
+"""The truncation error of the accepted T_jj is estimated as this times the larger of
+d_j = |T_jj - T_j,j-1| and the d_j that d_j-1 and d_j-2 predict (`truncation`): the
+differences alternate in size, and one that cancels by chance is no sign of convergence;
+far from the asymptotic regime T_jj is off by about d_j, not far less (docs/schemes.md
+section 7)."""
+RADIUS_SHARE = 0.5
+"""In arb, ball radii above this share of the tolerance cannot be stepped away (a shorter
+step does not narrow them): the run stops and certification adds guard bits."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt gave: the accepted state T_jj (None: no column came within the
+    tolerance), its estimated error (absolute), the signed T_jj - T_j,j-1 in float64, the
+    column j, the ratios estimate / tolerance per column tried, and the field evaluations
+    it took."""
+
+    value: Array | None
+    estimate: float
+    difference: np.ndarray | None
+    column: int
+    ratio: dict[int, float]
+    evaluations: int
+
+
+def truncation(differences: list[float]) -> float:
+    """TRUNCATION_SAFETY max(d_j, d_j-1 min(1, d_j-1 / d_j-2)) from d_2, ..., d_j: the last
+    difference, or the one its two predecessors predict if that is larger."""
+    *earlier, last = differences
+    predicted = 0.0
+    if len(earlier) == 1:
+        predicted = earlier[-1]
+    elif len(earlier) >= 2:
+        previous, before = earlier[-1], earlier[-2]
+        predicted = previous * min(1.0, previous / before) if before > 0 else previous
+    return TRUNCATION_SAFETY * max(last, predicted)
+
+
+def attempt_step(
+    flow: LayerFlow,
+    n: int,
+    t: Array,
+    u: Array,
+    size: Array,
+    pattern: Array | None,
+    tol: float,
+    scale: float,
+    control: StepControl,
+) -> Attempt:
+    """Rows up to control.columns + 1; accept the first of columns k - 1, k, k + 1 (k the
+    target) whose estimate is within tol relative to `scale`: truncation (`truncation`)
+    plus the step's rounding, measured by the radii in balls (added after the projection,
+    by the caller), modelled otherwise (StepControl.rounding). Raises WideBallsError when
+    the radii, not the truncation, fail (a shorter step would not help)."""
+    bk = flow.bk
+    h, target = bk.to_float64(size), control.columns
+    last = min(target + 1, control.max_columns)
+    field = partial(flow.field, n, pattern=pattern)
+    ratio, differences, rows = {}, [], last
+    for j, (value, neighbour) in enumerate(
+        extrapolation_rows(bk, field, t, u, size, last), start=1
+    ):
+        if j == 1:
+            continue
+        difference = value - neighbour
+        differences.append(flow.size(bk.to_float64(difference)))
+        truncated = truncation(differences)
+        if not math.isfinite(truncated):
+            rows = j
+            break
+        radius = bk.max_radius(value)
+        if radius > RADIUS_SHARE * tol * scale and truncated <= tol * scale:
+            raise WideBallsError(
+                f"layer {n}, t = {bk.to_float64(t):.6g}, step {h:.3g}: ball radii "
+                f"{radius:.3g} exceed {RADIUS_SHARE:g} of the tolerance; more guard bits",
+                radius,
+                RADIUS_SHARE * tol * scale,
+            )
+        modelled = 0.0 if bk.measures_rounding else control.rounding(j) * scale
+        ratio[j] = (truncated + radius) / (tol * scale - modelled)
+        if j >= target - 1 and ratio[j] <= 1:
+            if not bk.all_finite(value):
+                raise NumericalBreakdownError(f"{bk!r} produced inf or NaN in layer {n}")
+            return Attempt(
+                value,
+                truncated + modelled,
+                flow.judged(bk.to_float64(difference)),
+                j,
+                ratio,
+                extrapolation_evaluations(j),
+            )
+    return Attempt(None, math.inf, None, min(target, last), ratio, extrapolation_evaluations(rows))

@@ -1,0 +1,158 @@
+"""The reference's parts, each alone: ODEX's step-size rule, the truncation estimate, one
+attempted step on a flow known exactly, the carried global error on a linear field, and the
+cut of a step at its first kink (docs/schemes.md sections 4 and 7)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from itertools import pairwise
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from solvers import backend
+from solvers.equation.exact import uniform_attention_solution
+from solvers.equation.flow import LayerFlow
+from solvers.integrators.tableaux import extrapolation_evaluations
+from solvers.methods.kinks import ActivationPattern
+from solvers.methods.stepping import Step
+from solvers.reference.global_error import GlobalError
+from solvers.reference.step_control import (
+    GROWTH_LIMITS,
+    SAFETY,
+    SAFETY_ERROR,
+    StepControl,
+    step_factor,
+)
+from solvers.reference.stepper import TRUNCATION_SAFETY, attempt_step, truncation
+from tests.exact_layers import uniform_attention_linear_ffn
+
+BK = backend("float64")
+
+
+@pytest.mark.parametrize("column", [2, 5, 12])
+def test_the_step_factor_is_odex_rule(column):
+    """h_new / h = SAFETY (SAFETY_ERROR / err)^(1 / (2j - 1)) inside the limits: SAFETY at
+    err = SAFETY_ERROR, falling as err grows, the limits at err 0 and inf."""
+    low, high = GROWTH_LIMITS
+    assert step_factor(SAFETY_ERROR, column, low, high) == pytest.approx(SAFETY, rel=1e-15)
+    err = 1e-3
+    expected = SAFETY * (SAFETY_ERROR / err) ** (1 / (2 * column - 1))
+    assert step_factor(err, column, low, high) == pytest.approx(min(high, expected), rel=1e-15)
+    ratios = np.logspace(-6, 6, 25)
+    factors = [step_factor(r, column, low, high) for r in ratios]
+    assert all(a >= b for a, b in pairwise(factors))
+    assert step_factor(0.0, column, low, high) == high
+    assert step_factor(math.inf, column, low, high) == low
+
+
+def test_the_next_column_is_the_one_of_least_work_per_unit_step():
+    """Accepted at column j: j - 1 when its step per evaluation is clearly larger; j + 1
+    when the target column was met at its own column."""
+    control = StepControl(BK.unit_roundoff, 1e-10, max_step=1.0)
+    j = control.columns
+    control.accepted(0.5, j, {j - 1: 1e-8, j: 0.9})  # j - 1 would take a far longer step
+    assert control.columns == j - 1
+    control = StepControl(BK.unit_roundoff, 1e-10, max_step=1.0)
+    j = control.columns
+    control.accepted(0.5, j, {j - 1: 5.0, j: 0.5})
+    assert control.columns == j + 1
+    ratio = extrapolation_evaluations(j + 1) / extrapolation_evaluations(j)
+    own = 0.5 * step_factor(0.5, j, *GROWTH_LIMITS)
+    assert control.h == pytest.approx(min(0.5 * GROWTH_LIMITS[1], own * ratio))
+
+
+def test_a_difference_that_cancels_by_chance_does_not_pass_for_convergence():
+    """d_j far below what d_j-1 and d_j-2 predict: the prediction is taken instead."""
+    differences = [1e-2, 1e-4, 1e-14]
+    assert truncation(differences) == pytest.approx(TRUNCATION_SAFETY * 1e-4 * 1e-2)
+    assert truncation([1e-2, 1e-4, 1e-3]) == pytest.approx(TRUNCATION_SAFETY * 1e-3)
+
+
+def test_an_accepted_attempt_is_within_its_estimate_of_the_exact_flow():
+    """Uniform attention with a linear FFN (docs/model.md section 5): one attempted step of
+    the whole first layer, accepted, is no further from the exact flow than its own
+    estimate, which is within the tolerance; a tolerance the first columns cannot meet
+    in that step is refused with ratios above 1."""
+    problem = dataclasses.replace(uniform_attention_linear_ffn(), t_final=1)
+    flow = LayerFlow.from_problem(problem, BK)
+    u = problem.initial_state(BK)
+    tol, scale = 1e-10, flow.scale(u)
+    control = StepControl(BK.unit_roundoff, tol, max_step=1.0)
+    attempt = attempt_step(flow, 0, BK.asarray(0), u, BK.asarray(1.0), None, tol, scale, control)
+    assert attempt.value is not None
+    error = float(np.abs(attempt.value - uniform_attention_solution(problem, BK)).max())
+    assert error <= attempt.estimate <= tol * scale
+    assert attempt.evaluations == extrapolation_evaluations(attempt.column)
+    control.columns = 2
+    refused = attempt_step(flow, 0, BK.asarray(0), u, BK.asarray(1.0), None, 1e-14, scale, control)
+    assert refused.value is None and min(refused.ratio.values()) > 1
+
+
+def _linear_flow(rate: float) -> SimpleNamespace:
+    """A stand-in flow u' = rate u in float64: what GlobalError asks of a flow."""
+    return SimpleNamespace(
+        bk=BK,
+        scale=lambda u: max(1.0, float(np.abs(u).max())),
+        field=lambda n, t, u, pattern=None: rate * u,
+    )
+
+
+@pytest.mark.parametrize("rate", [2.0, -1.0])
+def test_the_carried_error_grows_as_the_flow_stretches_it(rate):
+    """On u' = rate u every direction is stretched at `rate`: the carried error grows by
+    exp(h rate) over a step of h when the flow expands, and is kept when it contracts."""
+    flow, u = _linear_flow(rate), np.ones((2, 3))
+    carried = GlobalError()
+    assert carried.carry(flow, Step(0, 0.0, 0.1, u, u), 1e-9, np.full((2, 3), 1e-9)) == 0
+    assert carried.error == 1e-9
+    assert carried.carry(flow, Step(0, 0.1, 0.25, u, u), 2e-9, np.full((2, 3), 2e-9)) == 2
+    growth = math.exp(0.25 * max(rate, 0.0))
+    assert carried.error == pytest.approx(1e-9 * growth + 2e-9, rel=1e-6)
+    np.testing.assert_allclose(carried.direction, 1e-9 * growth + 2e-9, rtol=1e-6)
+
+
+def _kinked_flow(thresholds: np.ndarray) -> SimpleNamespace:
+    """A stand-in ReLU layer whose pre-activations are u - thresholds (one token, units as
+    features), every unit acting (W2 rows nonzero)."""
+    units = thresholds.size
+    layer = SimpleNamespace(activation="relu", w2=np.ones((units, 2)))
+    return SimpleNamespace(
+        bk=BK,
+        real_tokens=None,
+        controls=SimpleNamespace(acting_on=lambda n: [layer]),
+        preactivations=lambda n, t, u: u - thresholds,
+    )
+
+
+def test_a_step_is_cut_at_its_first_kink_and_the_pattern_flips_there():
+    """u(t) = u0 + v t crosses thresholds c at t = (c - u0) / v: the first is (1.5 - 1) / 2
+    = 0.25 for unit 1, before unit 0's (2 - 0) / 1 = 2; the step ends there and unit 1
+    switches on for the steps that follow."""
+    thresholds, u0, v = np.array([[2.0, 1.5, -1.0]]), np.array([[0.0, 1.0, 0.0]]), 2.0
+    flow = _kinked_flow(thresholds)
+    pattern = ActivationPattern.start(flow, 0, 0.0, u0)
+    assert pattern.positive.tolist() == [[False, False, True]]
+    velocity = np.array([[1.0, v, 1.0]])
+
+    def trial(tau):
+        return u0 + velocity * tau
+
+    size, state, unit = pattern.cut(0.0, u0, 1.0, trial(1.0), trial)
+    assert unit == (0, 1) and size == pytest.approx(0.25, abs=1e-14)
+    np.testing.assert_allclose(state, trial(0.25), atol=1e-14)
+    assert pattern.positive.tolist() == [[False, True, True]]
+    after = state + velocity * 0.1  # from the kink on, nothing crosses within 0.1
+    assert pattern.cut(0.25, state, 0.1, after, lambda tau: state + velocity * tau) == (
+        0.1,
+        after,
+        None,
+    )
+
+
+def test_a_smooth_layer_has_no_pattern():
+    flow = _kinked_flow(np.zeros((1, 2)))
+    flow.controls.acting_on(0)[0].activation = "gelu"
+    assert ActivationPattern.start(flow, 0, 0.0, np.ones((1, 2))) is None
