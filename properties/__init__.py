@@ -1,4 +1,6 @@
-"""Claims about operators and flows, as checks that return a verdict and the measured defect.
+"""Claims about operators and flows, as checks that return a verdict and the measured defect,
+by concern: exactness/, invariants/, stability/, well_posedness/, conditioning/
+(docs/architecture.md section 2).
 
 Every public function is exported here (`from properties import gronwall_bound`); the
 README's map of the library names the module that holds each.

@@ -1,7 +1,8 @@
 """Baselines for regression tests: the figures of merit of a study, with tolerances.
 
-Every experiment's Section names its figures of merit. A baseline stores them with the
-rule each must keep when the study is recomputed:
+Every experiment's judge names its figures of merit (reports.judging: judged from the
+stored records, no figure drawn). A baseline stores them with the rule each must keep
+when the study is recomputed:
 
 - an order (value, 95% interval, verdict): the new order lies in the stored interval
   widened by ORDER_SLACK, and the verdict is unchanged;
@@ -19,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.render import sections
+from reports.judging import judgements
 from reports.store import write_atomically
 from reports.study import Study
 from solvers.errors import TideError
@@ -30,7 +31,8 @@ BASELINE_FILE = "baseline.json"
 
 
 def figures_of_merit(study: Study, records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {section.title: section.figures_of_merit for section in sections(study, records)}
+    """Each experiment's figures of merit, by name: judged from the records, never drawn."""
+    return {name: judged.figures_of_merit for name, judged in judgements(study, records).items()}
 
 
 def save_baseline(

@@ -7,6 +7,10 @@
     tide check --baseline DIR [STUDY]           recompute and compare with a baseline
     tide --version
 
+`baseline save` and `check` judge the records (reports.judging) and draw nothing: they
+never import matplotlib. `check` stores the recomputed cases in its --out, from which
+`tide render --study STUDY --out DIR` writes the report.
+
 Exit codes: 0 success (a report is written whatever its verdicts say); 1 a tide-suite
 error (a bad study file, checked before anything runs: the message names it), a case
 that failed while running (the report is still written, with the failure under "Failed
@@ -238,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="recompute and compare with a baseline",
         description="Run the study and compare its figures of merit with --baseline: exit "
         "1 with a readable diff when an order leaves its interval or an error grows past "
-        "its tolerance.",
+        "its tolerance. The cases are stored in --out and judged without drawing; `tide "
+        "render --study STUDY --out DIR` writes their report.",
     )
     check.add_argument("--baseline", required=True, metavar="DIR", help="a saved baseline")
     _add_study(check)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from convergence.order import OrderEstimate
+from reports.tables import slug
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure as MplFigure
@@ -32,10 +33,18 @@ class Figure:
     figure: MplFigure
 
 
-def slug(text: str) -> str:
-    """A file-name-safe form of a title: lower case, runs of other characters as '-'."""
-    kept = "".join(c if c.isalnum() else "-" for c in text.lower())
-    return "-".join(part for part in kept.split("-") if part)
+def time_step_series(label: str, convergence: Any) -> tuple:
+    """(label, dt = 1/m per level, max-abs errors, order estimate) of one method's time-step
+    refinement (any result with steps_per_unit, max_abs and estimate): a convergence series."""
+    hs = [1 / m for m in convergence.steps_per_unit]
+    return label, hs, convergence.max_abs, convergence.estimate
+
+
+def named_lines_figure(
+    title: str, caption: str, xlabel: str, ylabel: str, series: Sequence
+) -> list[Figure]:
+    """named_figure of a lines_figure of the series (none when there are no series)."""
+    return named_figure(title, caption, series, lambda: lines_figure(title, xlabel, ylabel, series))
 
 
 def named_figure(title: str, caption: str, series: Sequence, draw: Callable[[], MplFigure]) -> list:

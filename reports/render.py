@@ -1,7 +1,8 @@
 """Render a study's stored records: report.md, report.html, figures, results.json, tables.tex.
 
 Everything comes from the stored records, so re-rendering needs no recomputation. Each
-experiment renders its own Section; the claims table gives each registered claim the worst
+experiment draws its own Section and judges its records apart (reports.judging); the
+section joins the two. The claims table gives each registered claim the worst
 verdict of its evidence (reports.claims). Claims no experiment spoke to are listed once,
 in a sentence under the table, not as rows; results.json keeps every claim, those with
 the verdict "no evidence".
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.claims import NO_EVIDENCE, Claim, combined
-from reports.experiments import EXPERIMENTS
 from reports.experiments.base import Section
+from reports.judging import experiment_records
 from reports.store import write_atomically
 from reports.study import Study
 from reports.tables import latex_escape, latex_table, markdown_table
@@ -30,13 +31,11 @@ FILES = ("report.md", "report.html", "results.json", "tables.tex", "figures/")
 
 def sections(study: Study, records: dict[str, dict[str, Any]]) -> list[Section]:
     """One Section per experiment of the study, from its stored records (plain JSON, read
-    back into typed records by the experiment)."""
-    out, order = [], {case.id: k for k, case in enumerate(study.cases())}
-    ordered = sorted(records.values(), key=lambda r: order.get(r["id"], len(order)))
-    for spec in study.experiments:
-        experiment = EXPERIMENTS[spec.kind]
-        mine = [experiment.read(r) for r in ordered if r["experiment"] == spec.name]
+    back into typed records by the experiment): what its render draws, with its judgement."""
+    out = []
+    for spec, experiment, mine in experiment_records(study, records):
         section = experiment.render(spec.name, mine)
+        section.judgement = experiment.judge(mine)
         failed = [r for r in mine if not r.ok]
         if failed:
             section.markdown += "\n**Failed cases:**\n\n" + "".join(
@@ -50,7 +49,7 @@ def claims_table(all_sections: list[Section]) -> list[list[str]]:
     """Rows claim, verdict, evidence, one per registered Claim in registry order."""
     gathered: dict[Claim, list] = {claim: [] for claim in Claim}
     for section in all_sections:
-        for item in section.evidence:
+        for item in section.judgement.evidence:
             gathered[item.claim].append((section.title, item))
     rows = []
     for claim, items in gathered.items():
@@ -134,7 +133,7 @@ def render_report(
     results = {
         "provenance": header,
         "claims": [dict(zip(("claim", "verdict", "evidence"), row, strict=True)) for row in claims],
-        "figures_of_merit": {s.title: s.figures_of_merit for s in parts},
+        "figures_of_merit": {s.title: s.judgement.figures_of_merit for s in parts},
         "cases": list(records.values()),
     }
     write_atomically(out / "report.md", "".join(md))

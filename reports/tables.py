@@ -1,4 +1,5 @@
-"""Tables for the report: Markdown and LaTeX from the same rows, and order-estimate cells."""
+"""Tables for the report: Markdown and LaTeX from the same rows, order-estimate cells and
+figures of merit, and the slugs that name figures and figures of merit."""
 
 from __future__ import annotations
 
@@ -50,6 +51,12 @@ def latex_table(caption: str, headers: Sequence[str], rows: Sequence[Sequence[An
         r"\end{table}",
     ]
     return "\n".join(body) + "\n"
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a title: lower case, runs of other characters as '-'."""
+    kept = "".join(c if c.isalnum() else "-" for c in text.lower())
+    return "-".join(part for part in kept.split("-") if part)
 
 
 def number(x: Any, digits: int = 3) -> str:

@@ -1,4 +1,7 @@
-"""Numbers and equations: backends, operators, schemes, controls, problems.
+"""Numbers and equations: the equation (equation/, space/, network/), the integrators and
+stepping methods that solve it (integrators/, methods/, reference/, solving), the number
+systems they run in (backends/), model readers (io/) and result plumbing (results/);
+docs/architecture.md section 2 says what each holds and may import.
 
 Public API: backend, LayerWeights, PiecewiseControls, Problem, solve, solve_reference,
 from_torch, load_model, save_model, Model.

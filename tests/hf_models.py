@@ -14,39 +14,31 @@ SHIPPED = Path(__file__).resolve().parents[1] / "reports" / "networks"
 """The trained networks the built-in study ships (studies/networks/train.py)."""
 
 
-def tiny_bert(layers: int = 2, **settings: Any) -> Any:
-    """A BertConfig of d 12, 3 heads, FFN 20, 50 tokens, 16 positions, and `settings`."""
-    return transformers.BertConfig(
-        hidden_size=12,
-        num_hidden_layers=layers,
-        num_attention_heads=3,
-        intermediate_size=20,
-        vocab_size=50,
-        max_position_embeddings=16,
-        **settings,
-    )
+def tiny_bert(layers: int = 2, d: int = 12, heads: int = 3, **settings: Any) -> Any:
+    """A BertConfig of `layers` layers of width d, FFN 20 (d 12) or 2 d, 50 tokens and 16
+    positions, `settings` overriding any of them."""
+    size = {"hidden_size": d, "num_attention_heads": heads, "intermediate_size": _ffn(d)}
+    tokens = {"vocab_size": 50, "max_position_embeddings": 16}
+    return transformers.BertConfig(num_hidden_layers=layers, **(size | tokens | settings))
 
 
-def tiny_vit(**settings: Any) -> Any:
-    """A ViTConfig of d 12, 2 layers, 3 heads, FFN 20, one-channel 8 x 8 images in 4 x 4
-    patches, and `settings`."""
-    return transformers.ViTConfig(
-        hidden_size=12,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        intermediate_size=20,
-        image_size=8,
-        patch_size=4,
-        num_channels=1,
-        **settings,
-    )
+def tiny_vit(d: int = 12, heads: int = 3, **settings: Any) -> Any:
+    """A ViTConfig of 2 layers of width d, FFN 20 (d 12) or 2 d, one-channel 8 x 8 images
+    in 4 x 4 patches, `settings` overriding any of them."""
+    size = {"hidden_size": d, "num_attention_heads": heads, "intermediate_size": _ffn(d)}
+    images = {"image_size": 8, "patch_size": 4, "num_channels": 1}
+    return transformers.ViTConfig(num_hidden_layers=2, **(size | images | settings))
 
 
-def tiny_gpt2(layers: int = 2, **settings: Any) -> Any:
-    """A GPT2Config of d 12, 3 heads, 50 tokens, 16 positions, and `settings`."""
-    return transformers.GPT2Config(
-        n_embd=12, n_layer=layers, n_head=3, vocab_size=50, n_positions=16, **settings
-    )
+def tiny_gpt2(layers: int = 2, d: int = 12, heads: int = 3, **settings: Any) -> Any:
+    """A GPT2Config of `layers` layers of width d, 50 tokens and 16 positions, `settings`
+    overriding any of them."""
+    size = {"n_embd": d, "n_layer": layers, "n_head": heads, "vocab_size": 50, "n_positions": 16}
+    return transformers.GPT2Config(**(size | settings))
+
+
+def _ffn(d: int) -> int:
+    return 20 if d == 12 else 2 * d
 
 
 def vit_classifier(

@@ -1,16 +1,21 @@
-"""What an experiment kind is: its keys, its cases, how each kind of case runs, and how its
-stored records render.
+"""What an experiment kind is: its keys, its cases, how each kind of case runs, how its
+stored records are judged and how they render.
 
 `cases(params)` splits the checked keys into cases (a label and plain JSON parameters).
 A case's "case" key (default: the experiment's kind) names its `CaseKind`, whose `run`
 returns a result dataclass of type `result`; the runner stores it as JSON (with that
-"case" key) and rendering reads each record back into a typed `Record`.
+"case" key) and the report reads each record back into a typed `Record`.
+
+`judge(records)` gives the `Judgement`: the evidence on the claims and the figures of
+merit a baseline keeps, plain data computed from the records. `render(title, records)`
+draws the section's text, figures and tables alone; the report joins the two, and
+`tide check` and baselines judge without drawing (reports.judging).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -57,17 +62,40 @@ def results(records: list[Record[R]]) -> list[R]:
     return [r.result for r in records if r.ok]
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """What an experiment's records say, without drawing anything: its evidence on the
+    registered claims and the figures of merit a baseline keeps."""
+
+    evidence: list[Evidence] = field(default_factory=list)
+    figures_of_merit: dict[str, Any] = field(default_factory=dict)
+    """Numbers a baseline keeps: {name: {"value": x, "low": a, "high": b}}; see baseline.py."""
+
+    @staticmethod
+    def joined(parts: Iterable[Judgement]) -> Judgement:
+        """Several parts' judgements as one: evidence and figures of merit in part order."""
+        parts = list(parts)
+        merit: dict[str, Any] = {}
+        for part in parts:
+            merit |= part.figures_of_merit
+        return Judgement([e for part in parts for e in part.evidence], merit)
+
+
+def no_judgement(results: list[Any]) -> Judgement:
+    """The judge of a part that is drawn only: no evidence, no figure of merit."""
+    return Judgement()
+
+
 @dataclass
 class Section:
-    """One experiment's part of the report."""
+    """One experiment's part of the report: what its render draws (text, figures, LaTeX
+    tables) and, once the report joins it, what its judge says."""
 
     title: str
     markdown: str
     figures: list[Figure] = field(default_factory=list)
     latex: str = ""
-    evidence: list[Evidence] = field(default_factory=list)
-    figures_of_merit: dict[str, Any] = field(default_factory=dict)
-    """Numbers a baseline keeps: {name: {"value": x, "low": a, "high": b}}; see baseline.py."""
+    judgement: Judgement = field(default_factory=Judgement)
 
 
 def extended(cls: type[R], result: Any, **more: Any) -> R:
@@ -80,11 +108,12 @@ def extended(cls: type[R], result: Any, **more: Any) -> R:
 @dataclass(frozen=True)
 class CaseKind(Generic[R]):
     """How one kind of case runs, the type of its result, and (in experiments of several
-    kinds) how its finished results render as a part of the section."""
+    kinds) how its finished results are judged and render as a part of the section."""
 
     run: Callable[[dict[str, Any], int], R]
     result: type[R]
     render: Callable[[str, list[R]], Section] | None = None
+    judge: Callable[[list[R]], Judgement] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +124,9 @@ class Experiment:
     cases: Callable[[dict[str, Any]], list[tuple[str, dict[str, Any]]]]
     case_kinds: Mapping[str, CaseKind]
     render: Callable[[str, list[Record]], Section]
+    """The section's text, figures and tables from the records (its judgement left empty)."""
+    judge: Callable[[list[Record]], Judgement]
+    """The evidence and figures of merit from the records; never draws."""
     check: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
     """Checks of the keys against each other and the files they name, when the study is
     read (`check(params, where)` returns the params or raises StudyFileError)."""
@@ -123,11 +155,14 @@ class Experiment:
                 raise TideError(
                     f"stored case {stored['id']!r} does not read as {wanted.__name__}: {exc}"
                 ) from None
+        case = {key: stored[key] for key in ("id", "experiment", "kind", "label", "params", "seed")}
         return Record(
-            stored["id"], stored["experiment"], stored["kind"], stored["label"],
-            stored["params"], stored["seed"], stored["status"], result,
-            stored.get("error"), stored.get("wall_time", 0.0),
-        )  # fmt: skip
+            **case,
+            status=stored["status"],
+            result=result,
+            error=stored.get("error"),
+            wall_time=stored.get("wall_time", 0.0),
+        )
 
 
 def by_case_kind(
@@ -144,7 +179,28 @@ def by_case_kind(
     def cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         return [(name, prepare(params) | {CASE: name}) for name in case_kinds]
 
-    return Experiment(kind, summary, fields, cases, case_kinds, parts_render(case_kinds, separator))
+    return Experiment(
+        kind,
+        summary,
+        fields,
+        cases,
+        case_kinds,
+        parts_render(case_kinds, separator),
+        parts_judge(case_kinds),
+    )
+
+
+def _parts(
+    case_kinds: Mapping[str, CaseKind], records: list[Record]
+) -> list[tuple[CaseKind, list[Any]]]:
+    """Each case kind with the results of its finished records, in table order (kinds
+    without one left out)."""
+    found = []
+    for name, case_kind in case_kinds.items():
+        mine = [r.result for r in records if r.ok and r.params.get(CASE) == name]
+        if mine:
+            found.append((case_kind, mine))
+    return found
 
 
 def parts_render(
@@ -154,21 +210,24 @@ def parts_render(
     from the finished records of that kind, joined into one Section."""
 
     def render(title: str, records: list[Record]) -> Section:
-        parts = []
-        for name, case_kind in case_kinds.items():
-            mine = [r.result for r in records if r.ok and r.params.get(CASE) == name]
-            if mine:
-                parts.append(case_kind.render(title, mine))
-        merit: dict[str, Any] = {}
-        for part in parts:
-            merit |= part.figures_of_merit
+        parts = [case_kind.render(title, mine) for case_kind, mine in _parts(case_kinds, records)]
         return Section(
             title,
             separator.join(p.markdown for p in parts),
             [f for p in parts for f in p.figures],
             "".join(p.latex for p in parts),
-            [e for p in parts for e in p.evidence],
-            merit,
         )
 
     return render
+
+
+def parts_judge(case_kinds: Mapping[str, CaseKind]) -> Callable[[list[Record]], Judgement]:
+    """The judge of an experiment of several case kinds: each kind's judgement, in table
+    order, from the finished records of that kind, joined (Judgement.joined)."""
+
+    def judge(records: list[Record]) -> Judgement:
+        return Judgement.joined(
+            case_kind.judge(mine) for case_kind, mine in _parts(case_kinds, records)
+        )
+
+    return judge

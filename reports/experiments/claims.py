@@ -12,7 +12,7 @@ from typing import Any
 from properties.claim_check import CheckVerdict, ClaimCheck
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.exactness import exactness_cases
-from reports.experiments.base import CaseKind, Experiment, Record, Section, results
+from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
 from reports.tables import latex_table, markdown_table, number
 from solvers.errors import InvalidInputError
 
@@ -113,31 +113,46 @@ def evidence(groups: dict[str, Checks]) -> list[Evidence]:
     return found
 
 
+def _checks(records: list[Record[ExactnessResult]]) -> Checks:
+    """Every check of the finished records, with its case."""
+    return [(check, result) for result in results(records) for check in result.checks]
+
+
+def _unexpected(records: list[Record[ExactnessResult]]) -> int:
+    """How many checks do not give the verdict docs/model.md predicts."""
+    return sum(check.verdict != result.predicted for check, result in _checks(records))
+
+
+def judge(records: list[Record[ExactnessResult]]) -> Judgement:
+    """The checks not as predicted as a figure of merit (none allowed), and the claims'
+    verdicts from the checks by group (`evidence`)."""
+    groups: dict[str, Checks] = {}
+    for check, result in _checks(records):
+        groups.setdefault(result.group, []).append((check, result))
+    merit = {"claims.unexpected": {"value": _unexpected(records), "low": 0, "high": 0}}
+    return Judgement(evidence(groups), merit)
+
+
 def render(title: str, records: list[Record[ExactnessResult]]) -> Section:
-    rows, groups = [], {}
-    for result in results(records):
-        for check in result.checks:
-            as_predicted = check.verdict == result.predicted
-            rows.append(
-                [
-                    check.claim,
-                    result.label,
-                    str(check.verdict),
-                    "as predicted" if as_predicted else f"NOT AS PREDICTED ({result.predicted})",
-                    number(check.defect),
-                    number(check.tolerance),
-                ]
-            )
-            groups.setdefault(result.group, []).append((check, result))
+    rows = [
+        [
+            check.claim,
+            result.label,
+            str(check.verdict),
+            "as predicted"
+            if check.verdict == result.predicted
+            else f"NOT AS PREDICTED ({result.predicted})",
+            number(check.defect),
+            number(check.tolerance),
+        ]
+        for check, result in _checks(records)
+    ]
     headers = ["claim", "configuration", "verdict", "predicted", "defect", "tolerance"]
-    unexpected = sum("NOT AS PREDICTED" in row[3] for row in rows)
     markdown = (
-        f"{len(rows)} checks, {unexpected} not as docs/model.md predicts. Tolerances derive from "
-        "each number system's unit roundoff.\n\n" + markdown_table(headers, rows)
+        f"{len(rows)} checks, {_unexpected(records)} not as docs/model.md predicts. Tolerances "
+        "derive from each number system's unit roundoff.\n\n" + markdown_table(headers, rows)
     )
-    merit = {"claims.unexpected": {"value": unexpected, "low": 0, "high": 0}}
-    latex = latex_table("Exactness claims", headers, rows)
-    return Section(title, markdown, [], latex, evidence(groups), merit)
+    return Section(title, markdown, [], latex_table("Exactness claims", headers, rows))
 
 
 CLAIMS = Experiment(
@@ -148,4 +163,5 @@ CLAIMS = Experiment(
     _cases,
     {"claims": CaseKind(run, ExactnessResult)},
     render,
+    judge,
 )

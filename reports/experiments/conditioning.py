@@ -21,10 +21,10 @@ from properties.conditioning.conditioning import (
     layer_norm_conditioning,
 )
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Section, by_case_kind
-from reports.figures import Figure, lines_figure, slug
+from reports.experiments.base import CaseKind, Judgement, Section, by_case_kind, no_judgement
+from reports.figures import Figure, lines_figure
 from reports.schema import Field, array_of, integer, number
-from reports.tables import markdown_table, number_rows
+from reports.tables import markdown_table, number_rows, slug
 from solvers import LayerWeights
 
 FIELDS = {
@@ -57,6 +57,13 @@ def layer_norm_evidence(ln: LayerNormConditioning) -> Evidence:
     )
 
 
+def _layer_norm_judge(cases: list[LayerNormConditioning]) -> Judgement:
+    """The slope of log L against log std as a figure of merit (within 0.05 of -1)."""
+    ln = cases[0]
+    merit = {"layer_norm.slope": {"value": ln.slope, "low": -1.05, "high": -0.95}}
+    return Judgement([layer_norm_evidence(ln)], merit)
+
+
 def _layer_norm_render(title: str, cases: list[LayerNormConditioning]) -> Section:
     ln = cases[0]
     markdown = (
@@ -79,8 +86,7 @@ def _layer_norm_render(title: str, cases: list[LayerNormConditioning]) -> Sectio
             [("measured", ln.stds, ln.lipschitz)],
         ),
     )
-    merit = {"layer_norm.slope": {"value": ln.slope, "low": -1.05, "high": -0.95}}
-    return Section(title, markdown, [figure], "", [layer_norm_evidence(ln)], merit)
+    return Section(title, markdown, [figure])
 
 
 def _attention_render(title: str, cases: list[AttentionConditioning]) -> Section:
@@ -121,7 +127,9 @@ CONDITIONING = by_case_kind(
     "conditioning of the LN projection near constant rows and of attention against beta",
     FIELDS,
     {
-        "layer-norm": CaseKind(_layer_norm, LayerNormConditioning, _layer_norm_render),
-        "attention": CaseKind(_attention, AttentionConditioning, _attention_render),
+        "layer-norm": CaseKind(
+            _layer_norm, LayerNormConditioning, _layer_norm_render, _layer_norm_judge
+        ),
+        "attention": CaseKind(_attention, AttentionConditioning, _attention_render, no_judgement),
     },
 )

@@ -15,7 +15,15 @@ import numpy as np
 from convergence.grid import AXES, GridStudy, grid_study
 from convergence.order import OrderVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Experiment, Record, Section, extended, results
+from reports.experiments.base import (
+    CaseKind,
+    Experiment,
+    Judgement,
+    Record,
+    Section,
+    extended,
+    results,
+)
 from reports.figures import convergence_figure, named_figure
 from reports.schema import Field, array_of, integer, one_of, orders_by
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
@@ -74,9 +82,31 @@ def converges(study: GridStudy) -> bool:
     return study.spectral or study.estimate.verdict == OrderVerdict.PASS
 
 
+def judge(records: list[Record[GridRun]]) -> Judgement:
+    """Each rule's finest error (and order, unless spectral) as figures of merit; the grid
+    limit is verified when every rule converges (`converges`), qualified otherwise."""
+    done = results(records)
+    if not done:
+        return Judgement()
+    merit = {}
+    for result in done:
+        merit[f"{result.rule}.finest_error"] = {"value": result.errors[-1]}
+        if not result.spectral:
+            merit[f"{result.rule}.order"] = order_merit(result.estimate)
+    found = "; ".join(
+        f"{r.rule} on {r.family} data: "
+        + ("spectral" if r.spectral else f"order {r.estimate.order:.2f} ({r.estimate.verdict})")
+        for r in done
+    )
+    ok = all(converges(r) for r in done)
+    return Judgement(
+        [Evidence(Claim.GRID_LIMIT, verified_or(ok, ClaimVerdict.QUALIFIED), found)], merit
+    )
+
+
 def render(title: str, records: list[Record[GridRun]]) -> Section:
     done = results(records)
-    rows, series, merit = [], [], {}
+    rows, series = [], []
     for result in done:
         kind = "spectral" if result.spectral else "algebraic"
         rows.append(
@@ -97,9 +127,6 @@ def render(title: str, records: list[Record[GridRun]]) -> Section:
                 None if result.spectral else result.estimate,
             )
         )
-        merit[f"{result.rule}.finest_error"] = {"value": result.errors[-1]}
-        if not result.spectral:
-            merit[f"{result.rule}.order"] = order_merit(result.estimate)
     headers = ["rule", "data", "axis", *ORDER_HEADERS, "convergence", "finest error"]
     markdown = (
         "Discretised attention at fixed probe points against a fine Gauss-Legendre grid.\n\n"
@@ -111,26 +138,7 @@ def render(title: str, records: list[Record[GridRun]]) -> Section:
         series,
         lambda: convergence_figure(title, "h = 1/n", series),
     )
-    evidence = []
-    if done:
-        evidence.append(
-            Evidence(
-                Claim.GRID_LIMIT,
-                verified_or(all(converges(r) for r in done), ClaimVerdict.QUALIFIED),
-                "; ".join(
-                    f"{r.rule} on {r.family} data: "
-                    + (
-                        "spectral"
-                        if r.spectral
-                        else f"order {r.estimate.order:.2f} ({r.estimate.verdict})"
-                    )
-                    for r in done
-                ),
-            )
-        )
-    return Section(
-        title, markdown, figures, latex_table(f"{title}: orders", headers, rows), evidence, merit
-    )
+    return Section(title, markdown, figures, latex_table(f"{title}: orders", headers, rows))
 
 
 GRID = Experiment(
@@ -140,4 +148,5 @@ GRID = Experiment(
     _cases,
     {"grid": CaseKind(run, GridRun)},
     render,
+    judge,
 )

@@ -19,7 +19,7 @@ from properties.invariants.constraint_set import check_flow_stays_on_s1
 from properties.invariants.equivariance import check_permutation_equivariance
 from properties.invariants.projections import check_relu_projection
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Experiment, Record, Section, results
+from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
 from reports.problems import build_problem, problem_spec
 from reports.schema import Field, array_of, integer, precision
 from reports.tables import latex_table, markdown_table, number
@@ -67,13 +67,20 @@ def run(case: dict[str, Any], seed: int) -> InvariantChecks:
     return InvariantChecks(repr(bk), checks)
 
 
-def render(title: str, records: list[Record[InvariantChecks]]) -> Section:
-    found = [(c, result.precision) for result in results(records) for c in result.checks]
-    rows = [
-        [c.claim, name, str(c.verdict), number(c.defect), number(c.tolerance)] for c, name in found
-    ]
-    headers = ["invariant", "precision", "verdict", "defect", "tolerance"]
-    relu = [c for c, _ in found if "relu" in c.claim.lower()]
+def _checks(records: list[Record[InvariantChecks]]) -> list[tuple[ClaimCheck, str]]:
+    """Every check of the finished records, with the precision it ran in."""
+    return [(c, result.precision) for result in results(records) for c in result.checks]
+
+
+def _failing(records: list[Record[InvariantChecks]]) -> int:
+    """How many checks fail (their defect above their tolerance)."""
+    return sum(c.verdict != CheckVerdict.HOLDS for c, _ in _checks(records))
+
+
+def judge(records: list[Record[InvariantChecks]]) -> Judgement:
+    """The failing checks as a figure of merit (none allowed); the ReLU claim is verified
+    when every ReLU check holds, refuted otherwise."""
+    relu = [c for c, _ in _checks(records) if "relu" in c.claim.lower()]
     evidence = []
     if relu:
         holds = sum(c.verdict == CheckVerdict.HOLDS for c in relu)
@@ -85,13 +92,20 @@ def render(title: str, records: list[Record[InvariantChecks]]) -> Section:
                 "their rounding tolerances",
             )
         )
-    failing = sum(c.verdict != CheckVerdict.HOLDS for c, _ in found)
+    return Judgement(evidence, {"failing": {"value": _failing(records), "low": 0, "high": 0}})
+
+
+def render(title: str, records: list[Record[InvariantChecks]]) -> Section:
+    rows = [
+        [c.claim, name, str(c.verdict), number(c.defect), number(c.tolerance)]
+        for c, name in _checks(records)
+    ]
+    headers = ["invariant", "precision", "verdict", "defect", "tolerance"]
     markdown = (
-        f"{len(rows)} checks, {failing} failing; tolerances derived from each "
+        f"{len(rows)} checks, {_failing(records)} failing; tolerances derived from each "
         "precision's unit roundoff (docs/rounding.md).\n\n" + markdown_table(headers, rows)
     )
-    merit = {"failing": {"value": failing, "low": 0, "high": 0}}
-    return Section(title, markdown, [], latex_table(title, headers, rows), evidence, merit)
+    return Section(title, markdown, [], latex_table(title, headers, rows))
 
 
 INVARIANTS = Experiment(
@@ -101,4 +115,5 @@ INVARIANTS = Experiment(
     _cases,
     {"invariants": CaseKind(run, InvariantChecks)},
     render,
+    judge,
 )

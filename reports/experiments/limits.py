@@ -10,6 +10,7 @@ Transformer's distance from its limit against the weight scale.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from convergence.layer_norm_eps import EpsLimitStudy, eps_limit_study
@@ -18,8 +19,16 @@ from convergence.order import OrderVerdict
 from convergence.time_step import TimeStepStudy, time_step_study
 from convergence.transformer_limit import TransformerLimitDistance, transformer_limit_distance
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Experiment, Record, Section, by_case_kind, results
-from reports.figures import Figure, convergence_figure, lines_figure, slug
+from reports.experiments.base import (
+    CaseKind,
+    Experiment,
+    Judgement,
+    Record,
+    Section,
+    by_case_kind,
+    results,
+)
+from reports.figures import Figure, convergence_figure, lines_figure, time_step_series
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, number
 from reports.tables import (
@@ -29,6 +38,7 @@ from reports.tables import (
     number_rows,
     order_cells,
     order_merit,
+    slug,
 )
 from reports.tables import number as cell
 
@@ -63,17 +73,21 @@ def _affine_run(case: dict[str, Any], seed: int) -> LimitCheck:
 def _two_norms_run(case: dict[str, Any], seed: int) -> TimeStepStudy:
     spec = case["problem"] | {"norm": "post", "eps": 0.0, "affine": False, "norm1": case["norm1"]}
     return time_step_study(
-        build_problem(spec, seed), list(TWO_NORM_METHODS), case["steps_per_unit"],
+        build_problem(spec, seed),
+        list(TWO_NORM_METHODS),
+        case["steps_per_unit"],
         expected=TWO_NORM_METHODS,
-    )  # fmt: skip
+    )
 
 
 def _pre_affine_run(case: dict[str, Any], seed: int) -> TimeStepStudy:
     spec = case["problem"] | {"norm": "pre", "eps": 0.0, "affine": True}
     return time_step_study(
-        build_problem(spec, seed), list(PRE_AFFINE_METHODS), case["steps_per_unit"],
+        build_problem(spec, seed),
+        list(PRE_AFFINE_METHODS),
+        case["steps_per_unit"],
         expected=PRE_AFFINE_METHODS,
-    )  # fmt: skip
+    )
 
 
 def orders_evidence(claim: Claim, study: TimeStepStudy) -> Evidence:
@@ -92,32 +106,30 @@ def orders_evidence(claim: Claim, study: TimeStepStudy) -> Evidence:
     return Evidence(claim, verdict, f"orders against the extrapolation reference: {found}")
 
 
-def _orders_render(title: str, study: TimeStepStudy, what: str, claim: Claim) -> Section:
+TWO_NORMS = "Two scalar norms per post-LN layer"
+PRE_AFFINE = "Pre-LN, per-feature gain and bias"
+"""The headings of the two orders parts; their slugs lead their figures of merit."""
+
+
+def _orders_judge(what: str, claim: Claim, studies: list[TimeStepStudy]) -> Judgement:
+    """Each method's order as a figure of merit, and `orders_evidence` on `claim`."""
+    study = studies[0]
+    merit = {f"{slug(what)}.{m.method}.order": order_merit(m.estimate) for m in study.methods}
+    return Judgement([orders_evidence(claim, study)], merit)
+
+
+def _orders_render(what: str, title: str, studies: list[TimeStepStudy]) -> Section:
+    study = studies[0]
     rows = [[m.method, *order_cells(m.estimate), cell(m.max_abs[-1])] for m in study.methods]
     headers = ["method", *ORDER_HEADERS, "finest error"]
     markdown = f"**{what}.**\n\n" + markdown_table(headers, rows)
-    series = [
-        (m.method, [1 / k for k in m.steps_per_unit], m.max_abs, m.estimate) for m in study.methods
-    ]
+    series = [time_step_series(m.method, m) for m in study.methods]
     figure = Figure(
-        slug(f"{title} {what}"), f"{what}: errors against the reference.",
+        slug(f"{title} {what}"),
+        f"{what}: errors against the reference.",
         convergence_figure(f"{title}: {what}", "dt", series),
-    )  # fmt: skip
-    merit = {f"{slug(what)}.{m.method}.order": order_merit(m.estimate) for m in study.methods}
-    evidence = [orders_evidence(claim, study)]
-    return Section(title, markdown, [figure], latex_table(title, headers, rows), evidence, merit)
-
-
-def _two_norms_render(title: str, studies: list[TimeStepStudy]) -> Section:
-    return _orders_render(
-        title, studies[0], "Two scalar norms per post-LN layer", Claim.TIME_STEP_LIMIT_TWO_NORMS
     )
-
-
-def _pre_affine_render(title: str, studies: list[TimeStepStudy]) -> Section:
-    return _orders_render(
-        title, studies[0], "Pre-LN, per-feature gain and bias", Claim.TIME_STEP_LIMIT_PRE_LN
-    )
+    return Section(title, markdown, [figure], latex_table(title, headers, rows))
 
 
 def eps_evidence(eps: EpsLimitStudy) -> Evidence:
@@ -135,6 +147,12 @@ def eps_evidence(eps: EpsLimitStudy) -> Evidence:
         f"flow ~ eps^{eps.distance_fit.order:.3f}, up to {max(eps.distance):.3g} "
         f"(the same flow below {SAME_FLOW_DISTANCE:g})",
     )
+
+
+def _eps_judge(studies: list[EpsLimitStudy]) -> Judgement:
+    """The power of the distance from the eps = 0 flow in eps, and `eps_evidence`."""
+    eps = studies[0]
+    return Judgement([eps_evidence(eps)], {"eps.distance_power": order_merit(eps.distance_fit)})
 
 
 def _eps_render(title: str, studies: list[EpsLimitStudy]) -> Section:
@@ -157,17 +175,14 @@ def _eps_render(title: str, studies: list[EpsLimitStudy]) -> Section:
         f" {fit.interval[1]:.4f}], C = {fit.constant:.3g} ({fit.verdict}).\n"
     )
     series = [
-        (f"eps={e:g}", [1 / m for m in c.steps_per_unit], c.max_abs, c.estimate)
-        for e, c in zip(eps.eps, eps.convergence, strict=True)
+        time_step_series(f"eps={e:g}", c) for e, c in zip(eps.eps, eps.convergence, strict=True)
     ]
     figure = Figure(
         slug(f"{title} eps"),
         "Lie with LN_eps against the flow on the shrunken sphere.",
         convergence_figure(f"{title}: Lie with LN_eps", "dt", series),
     )
-    latex = latex_table(f"{title}: eps > 0", headers, rows)
-    merit = {"eps.distance_power": order_merit(fit)}
-    return Section(title, markdown, [figure], latex, [eps_evidence(eps)], merit)
+    return Section(title, markdown, [figure], latex_table(f"{title}: eps > 0", headers, rows))
 
 
 def affine_evidence(affine: LimitCheck) -> Evidence:
@@ -181,6 +196,12 @@ def affine_evidence(affine: LimitCheck) -> Evidence:
     return Evidence(Claim.TIME_STEP_LIMIT_AFFINE, verdict, affine.reason)
 
 
+def _affine_judge(checks: list[LimitCheck]) -> Judgement:
+    """The limit check's verdict as a figure of merit (unchanged), and `affine_evidence`."""
+    affine = checks[0]
+    return Judgement([affine_evidence(affine)], {"affine.verdict": {"value": str(affine.verdict)}})
+
+
 def _affine_render(title: str, checks: list[LimitCheck]) -> Section:
     affine = checks[0]
     defects = affine.fixed_point_defect or [None] * len(affine.steps_per_unit)
@@ -188,17 +209,24 @@ def _affine_render(title: str, checks: list[LimitCheck]) -> Section:
     def optional(x: float | None) -> str:
         return "-" if x is None else cell(x)
 
-    rows = [
-        [m, cell(s), k, optional(d), cell(g), optional(c)]
-        for m, s, k, d, g, c in zip(
-            affine.steps_per_unit, affine.spread, affine.clusters, defects,
-            affine.sensitivity, [*affine.cauchy_differences, None], strict=True,
-        )
-    ]  # fmt: skip
+    columns = zip(
+        affine.steps_per_unit,
+        affine.spread,
+        affine.clusters,
+        defects,
+        affine.sensitivity,
+        [*affine.cauchy_differences, None],
+        strict=True,
+    )
+    rows = [[m, cell(s), k, optional(d), cell(g), optional(c)] for m, s, k, d, g, c in columns]
     headers = [
-        "steps per unit", "token spread", "distinct tokens", "|P2(P1(u)) - u|",
-        "sensitivity to u0", "Cauchy difference to next",
-    ]  # fmt: skip
+        "steps per unit",
+        "token spread",
+        "distinct tokens",
+        "|P2(P1(u)) - u|",
+        "sensitivity to u0",
+        "Cauchy difference to next",
+    ]
     markdown = (
         f"**Per-feature gain and bias.** Verdict {affine.verdict}: {affine.reason}.\n\n"
         + markdown_table(headers, rows)
@@ -216,8 +244,7 @@ def _affine_render(title: str, checks: list[LimitCheck]) -> Section:
         "The collapse evidence under refinement.",
         lines_figure(f"{title}: per-feature LN", "steps per unit", "size", series),
     )
-    merit = {"affine.verdict": {"value": str(affine.verdict)}}
-    return Section(title, markdown, [figure], "", [affine_evidence(affine)], merit)
+    return Section(title, markdown, [figure])
 
 
 TRANSFORMER_FIELDS = {
@@ -268,6 +295,14 @@ def transformer_evidence(result: TransformerLimitDistance) -> Evidence:
     )
 
 
+def _transformer_judge(records: list[Record[TransformerLimitDistance]]) -> Judgement:
+    """The fitted growth of the distance in the weight scale, and `transformer_evidence`."""
+    done = results(records)
+    if not done:
+        return Judgement()
+    return Judgement([transformer_evidence(done[0])], {"growth": order_merit(done[0].growth)})
+
+
 def _transformer_render(title: str, records: list[Record[TransformerLimitDistance]]) -> Section:
     done = results(records)
     if not done:
@@ -297,9 +332,7 @@ def _transformer_render(title: str, records: list[Record[TransformerLimitDistanc
             ],
         ),
     )
-    evidence = [transformer_evidence(result)]
-    merit = {"growth": order_merit(growth)}
-    return Section(title, markdown, [figure], latex_table(title, headers, rows), evidence, merit)
+    return Section(title, markdown, [figure], latex_table(title, headers, rows))
 
 
 LAYER_NORM_LIMIT = by_case_kind(
@@ -307,10 +340,20 @@ LAYER_NORM_LIMIT = by_case_kind(
     "what eps > 0, two norms per layer and per-feature LN gain and bias do to the limit",
     LN_FIELDS,
     {
-        "eps": CaseKind(_eps_run, EpsLimitStudy, _eps_render),
-        "affine": CaseKind(_affine_run, LimitCheck, _affine_render),
-        "two-norms": CaseKind(_two_norms_run, TimeStepStudy, _two_norms_render),
-        "pre-affine": CaseKind(_pre_affine_run, TimeStepStudy, _pre_affine_render),
+        "eps": CaseKind(_eps_run, EpsLimitStudy, _eps_render, _eps_judge),
+        "affine": CaseKind(_affine_run, LimitCheck, _affine_render, _affine_judge),
+        "two-norms": CaseKind(
+            _two_norms_run,
+            TimeStepStudy,
+            partial(_orders_render, TWO_NORMS),
+            partial(_orders_judge, TWO_NORMS, Claim.TIME_STEP_LIMIT_TWO_NORMS),
+        ),
+        "pre-affine": CaseKind(
+            _pre_affine_run,
+            TimeStepStudy,
+            partial(_orders_render, PRE_AFFINE),
+            partial(_orders_judge, PRE_AFFINE, Claim.TIME_STEP_LIMIT_PRE_LN),
+        ),
     },
     with_default_problem,
 )
@@ -321,4 +364,5 @@ TRANSFORMER_LIMIT = Experiment(
     lambda params: [("scales", with_default_problem(params))],
     {"transformer-limit": CaseKind(_transformer_run, TransformerLimitDistance)},
     _transformer_render,
+    _transformer_judge,
 )

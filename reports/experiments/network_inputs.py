@@ -99,8 +99,9 @@ class Network:
         self.states = states
         self.mask = None
         if params["mask"] is not None:
-            self.mask = self._checked(at("mask"), params["mask"], lambda a: token_mask(
-                "mask", a, states.shape[:2]))  # fmt: skip
+            self.mask = self._checked(
+                at("mask"), params["mask"], lambda a: token_mask("mask", a, states.shape[:2])
+            )
         self.targets = self._targets(params, start, array, at)
         problem = self.model.problem(states, self.mask)
         for method in params["methods"]:
@@ -140,8 +141,7 @@ class Network:
                     "the model's LM head is judged against the input's own next tokens: give "
                     "tokens and no labels",
                 )
-            return self._checked(at("labels"), params["labels"],
-                                 lambda a: self._labels(a, batch))  # fmt: skip
+            return self._checked(at("labels"), params["labels"], lambda a: self._labels(a, batch))
         return array if lm and start == "tokens" else None
 
     def _labels(self, labels: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:

@@ -31,20 +31,31 @@ from typing import Any
 from convergence.network_limit import ASYMPTOTIC, NetworkLimit, network_limit
 from convergence.order import OrderVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Experiment, Record, Section, results
+from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
 from reports.experiments.network_inputs import FIELDS, Network, check_network, network_cases
-from reports.figures import Figure, lines_figure, slug
-from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
+from reports.figures import Figure, lines_figure
+from reports.tables import (
+    ORDER_HEADERS,
+    latex_table,
+    markdown_table,
+    order_cells,
+    order_merit,
+    slug,
+)
 from reports.tables import number as cell
 
 
 def _run(case: dict[str, Any], seed: int) -> NetworkLimit:
     network = Network(case)
     return network_limit(
-        network.model, network.states, network.targets, mask=network.mask,
-        methods=case["methods"], steps_per_unit=case["steps_per_unit"],
+        network.model,
+        network.states,
+        network.targets,
+        mask=network.mask,
+        methods=case["methods"],
+        steps_per_unit=case["steps_per_unit"],
         max_steps_per_unit=case["max_steps_per_unit"],
-    )  # fmt: skip
+    )
 
 
 CLOSE_TO_OWN_LIMIT = 1e-2
@@ -72,10 +83,11 @@ def network_evidence(result: NetworkLimit) -> Evidence | None:
             else ClaimVerdict.QUALIFIED
         )
         return Evidence(
-            Claim.TRAINED_NEAR_LIMIT, verdict,
+            Claim.TRAINED_NEAR_LIMIT,
+            verdict,
             f"{name}: no limit to measure against (post-LN per-feature norms): the refined "
             f"network's sequence is {check.verdict} ({check.reason})",
-        )  # fmt: skip
+        )
     changed, distance = result.limit_decisions_changed, result.network_distance
     if changed is not None and changed > 0:
         verdict = ClaimVerdict.REFUTED
@@ -88,11 +100,12 @@ def network_evidence(result: NetworkLimit) -> Evidence | None:
         judged = f", {changed} of {result.decisions} decisions changed"
         rule = f"close: below {CLOSE_TO_OWN_LIMIT:g} and none changed"
     return Evidence(
-        Claim.TRAINED_NEAR_LIMIT, verdict,
+        Claim.TRAINED_NEAR_LIMIT,
+        verdict,
         f"{name}: relative distance {distance:.3g} from its limit at dt = 1{judged} "
         f"({rule}, with the limit's own error below {JUDGEABLE:g} of that: "
         f"{result.limit_error:.2g} absolute)",
-    )  # fmt: skip
+    )
 
 
 def _close(result: NetworkLimit) -> bool:
@@ -142,10 +155,12 @@ def _meaning(result: NetworkLimit) -> str:
     if changed is not None and changed > 0:
         own = _scored(result.network_accuracy, result.network_loss)
         there = _scored(result.limit_accuracy, result.limit_loss)
-        scores = "" if not own else (
+        scores = (
             f", and its scores ({own}) belong to the discrete network at dt = 1, not to the "
             f"continuous model ({there} there)"
-        )  # fmt: skip
+            if own
+            else ""
+        )
         return (
             f"{changed} of {result.decisions} decisions differ in the limit: the network is "
             f"not close to the flow the paper reads it as a step of{scores}."
@@ -242,6 +257,22 @@ def _summary(result: NetworkLimit) -> list[str]:
     return lines
 
 
+def _fitted(result: NetworkLimit) -> list:
+    """The methods whose relative distance has a fitted order (the levels near the limit)."""
+    return [lv for lv in result.methods if lv.order is not None]
+
+
+def _judge(records: list[Record[NetworkLimit]]) -> Judgement:
+    """Each fitted order of the relative distance as a figure of merit, and
+    `network_evidence` (none when the limit check cannot decide)."""
+    done = results(records)
+    if not done:
+        return Judgement()
+    result = done[0]
+    merit = {f"{lv.method}.order": order_merit(lv.order) for lv in _fitted(result)}
+    return Judgement([e for e in [network_evidence(result)] if e is not None], merit)
+
+
 def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
     done = results(records)
     if not done:
@@ -252,8 +283,7 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
     if len(headers) > 2:  # something was measured per level
         markdown += "\n\n" + markdown_table(headers, rows)
         latex = latex_table(title, headers, rows)
-    merit = {}
-    fitted = [lv for lv in result.methods if lv.order is not None]
+    fitted = _fitted(result)
     if fitted:
         order_rows = [[lv.method, *order_cells(lv.order), lv.order.reason] for lv in fitted]
         order_headers = ["method", *ORDER_HEADERS, "reason"]
@@ -263,7 +293,6 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
             + markdown_table(order_headers, order_rows)
         )
         latex += latex_table(f"{title}: orders", order_headers, order_rows)
-        merit = {f"{lv.method}.order": order_merit(lv.order) for lv in fitted}
     unfitted = [lv for lv in result.methods if lv.order is None and lv.relative_distance]
     if unfitted:
         markdown += "\n\n" + " ".join(
@@ -274,8 +303,11 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
         )
     steps = [float(m) for m in result.steps_per_unit]
     figures = []
-    series = [(lv.method, steps, lv.relative_distance) for lv in result.methods
-              if lv.relative_distance is not None]  # fmt: skip
+    series = [
+        (lv.method, steps, lv.relative_distance)
+        for lv in result.methods
+        if lv.relative_distance is not None
+    ]
     if series:  # a limit to measure against
         figures.append(
             Figure(
@@ -285,8 +317,9 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
             )
         )
     if result.methods[0].decisions_changed is not None:
-        series = [(lv.method, steps, [float(c) for c in lv.decisions_changed])
-                  for lv in result.methods]  # fmt: skip
+        series = [
+            (lv.method, steps, [float(c) for c in lv.decisions_changed]) for lv in result.methods
+        ]
         figures.append(
             Figure(
                 slug(f"{title} decisions"),
@@ -303,8 +336,7 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
                 lines_figure(title, "steps per unit", "loss (nats)", series, logy=False),
             )
         )
-    evidence = [e for e in [network_evidence(result)] if e is not None]
-    return Section(title, markdown, figures, latex, evidence, merit)
+    return Section(title, markdown, figures, latex)
 
 
 NETWORK_LIMIT = Experiment(
@@ -314,5 +346,6 @@ NETWORK_LIMIT = Experiment(
     network_cases,
     {"network-limit": CaseKind(_run, NetworkLimit)},
     _render,
+    _judge,
     check_network,
 )

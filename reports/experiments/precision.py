@@ -14,8 +14,8 @@ from typing import Any
 from convergence.precision import PrecisionLadder, precision_ladder
 from convergence.rounding_by_depth import BOUND_CONSTANT, RoundingByDepth, rounding_error_by_depth
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Experiment, Record, Section, results
-from reports.figures import lines_figure, named_figure
+from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
+from reports.figures import named_lines_figure
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, precision
 from reports.tables import latex_table, markdown_table, number
@@ -70,9 +70,20 @@ def floor_evidence(ladders: list[PrecisionLadder]) -> Evidence:
     )
 
 
+def _ladder_judge(records: list[Record[PrecisionLadder]]) -> Judgement:
+    """Each number system's smallest error as a figure of merit, and `floor_evidence`."""
+    done = results(records)
+    merit = {
+        f"{name}.smallest_error": {"value": min(errors)}
+        for result in done
+        for name, errors in result.errors.items()
+    }
+    return Judgement([floor_evidence(done)] if merit else [], merit)
+
+
 def _ladder_render(title: str, records: list[Record[PrecisionLadder]]) -> Section:
     done = results(records)
-    rows, series, merit = [], [], {}
+    rows, series = [], []
     for result in done:
         for name, errors in result.errors.items():
             floor = result.floors[name]
@@ -85,7 +96,6 @@ def _ladder_render(title: str, records: list[Record[PrecisionLadder]]) -> Sectio
                 ]
             )
             series.append((name, result.steps_per_unit, errors))
-            merit[f"{name}.smallest_error"] = {"value": min(errors)}
     headers = ["precision", "smallest error", "floor", "verdict"]
     reference = done[0].reference if done else "-"
     markdown = (
@@ -93,14 +103,9 @@ def _ladder_render(title: str, records: list[Record[PrecisionLadder]]) -> Sectio
         f"{reference}; a floor is where the error stops decreasing.\n\n"
         + markdown_table(headers, rows)
     )
-    figures = named_figure(
-        title,
-        f"{title}: error against steps per unit in each number system.",
-        series,
-        lambda: lines_figure(title, "steps per unit", "relative error", series),
-    )
-    evidence = [floor_evidence(done)] if rows else []
-    return Section(title, markdown, figures, latex_table(title, headers, rows), evidence, merit)
+    caption = f"{title}: error against steps per unit in each number system."
+    figures = named_lines_figure(title, caption, "steps per unit", "relative error", series)
+    return Section(title, markdown, figures, latex_table(title, headers, rows))
 
 
 DEPTH_FIELDS = {
@@ -119,29 +124,45 @@ def _depth_run(case: dict[str, Any], seed: int) -> RoundingByDepth:
     return rounding_error_by_depth(problem, [_backend(p) for p in case["precisions"]])
 
 
+def _worst_over_sqrt_depth(result: RoundingByDepth, name: str) -> float:
+    """The largest error / (sqrt(n) u) over the depths n: at most BOUND_CONSTANT within
+    the documented bound."""
+    u = result.unit_roundoff[name]
+    return max(e / (u * n**0.5) for e, n in zip(result.errors[name], result.depths, strict=True))
+
+
+def _depth_judge(records: list[Record[RoundingByDepth]]) -> Judgement:
+    """Each format's worst error / (sqrt(n) u) as a figure of merit, within [0,
+    BOUND_CONSTANT]; it speaks to no claim."""
+    merit = {}
+    for result in results(records):
+        norm = result.configuration.get("norm", "")
+        for name in result.errors:
+            merit[f"{name}.{norm}.worst_over_sqrt_depth"] = {
+                "value": _worst_over_sqrt_depth(result, name),
+                "low": 0,
+                "high": BOUND_CONSTANT,
+            }
+    return Judgement([], merit)
+
+
 def _depth_render(title: str, records: list[Record[RoundingByDepth]]) -> Section:
-    rows, series, merit = [], [], {}
+    rows, series = [], []
     for result in results(records):
         norm = result.configuration.get("norm", "")
         for name, errors in result.errors.items():
             u = result.unit_roundoff[name]
-            worst = max(e / (u * n**0.5) for e, n in zip(errors, result.depths, strict=True))
             rows.append(
                 [
                     f"{name} ({norm})",
                     number(max(errors) / u),
-                    number(worst),
+                    number(_worst_over_sqrt_depth(result, name)),
                     number(result.fitted_constant[name]),
                     number(result.fitted_exponent[name]),
                     "yes" if result.within_bound[name] else "NO",
                 ]
             )
             series.append((f"{name} {norm}", result.depths, [e / u for e in errors]))
-            merit[f"{name}.{norm}.worst_over_sqrt_depth"] = {
-                "value": worst,
-                "low": 0,
-                "high": BOUND_CONSTANT,
-            }
     headers = [
         "precision",
         "max error / u",
@@ -154,13 +175,9 @@ def _depth_render(title: str, records: list[Record[RoundingByDepth]]) -> Section
         "Relative max-abs error after n layers against 50 digits, in units of each "
         "format's unit roundoff u; fit error = c n^alpha u.\n\n" + markdown_table(headers, rows)
     )
-    figures = named_figure(
-        title,
-        f"{title}: rounding error / u against depth (log-log).",
-        series,
-        lambda: lines_figure(title, "layers n", "error / u", series),
-    )
-    return Section(title, markdown, figures, latex_table(title, headers, rows), [], merit)
+    caption = f"{title}: rounding error / u against depth (log-log)."
+    figures = named_lines_figure(title, caption, "layers n", "error / u", series)
+    return Section(title, markdown, figures, latex_table(title, headers, rows))
 
 
 PRECISION_LADDER = Experiment(
@@ -170,6 +187,7 @@ PRECISION_LADDER = Experiment(
     _ladder_cases,
     {"precision-ladder": CaseKind(_ladder_run, PrecisionLadder)},
     _ladder_render,
+    _ladder_judge,
 )
 ROUNDING_DEPTH = Experiment(
     "rounding-depth",
@@ -178,4 +196,5 @@ ROUNDING_DEPTH = Experiment(
     _depth_cases,
     {"rounding-depth": CaseKind(_depth_run, RoundingByDepth)},
     _depth_render,
+    _depth_judge,
 )

@@ -21,11 +21,11 @@ from properties.stability.lyapunov import PerturbationGrowth, perturbation_growt
 from properties.stability.stability_map import StabilityMap, stability_map
 from properties.stability.stability_point import PointVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence
-from reports.experiments.base import CaseKind, Section, by_case_kind
-from reports.figures import Figure, lines_figure, map_figure, slug
+from reports.experiments.base import CaseKind, Judgement, Section, by_case_kind, no_judgement
+from reports.figures import Figure, lines_figure, map_figure
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, number, one_of
-from reports.tables import markdown_table
+from reports.tables import markdown_table, slug
 from reports.tables import number as cell
 from solvers import PiecewiseControls, Problem
 from solvers.methods.extrapolation import Extrapolation
@@ -103,19 +103,37 @@ prediction within the map's tolerance (verified), one disagrees (refuted), no po
 applicable (qualified)."""
 
 
-def map_evidence(stability: StabilityMap) -> Evidence:
+def _worst_disagreement(stability: StabilityMap) -> float | None:
+    """The largest relative disagreement with the linear prediction over the points where
+    the linearisation applies (None where it applies nowhere)."""
     applicable = [p for p in stability.points if p.applies]
-    worst = max((abs(p.relative_disagreement) for p in applicable), default=None)
+    return max((abs(p.relative_disagreement) for p in applicable), default=None)
+
+
+def map_evidence(stability: StabilityMap) -> Evidence:
+    applicable = sum(p.applies for p in stability.points)
+    worst = _worst_disagreement(stability)
     return Evidence(
         Claim.STEP_SIZE_STABILITY,
         MAP_VERDICTS[stability.verdict],
-        f"{len(applicable)} of {len(stability.points)} points applicable; "
+        f"{applicable} of {len(stability.points)} points applicable; "
         + (
             f"largest disagreement {worst:.1%} (agreement: within {stability.tolerance:.0%})"
-            if applicable
+            if worst is not None
             else "none compared"
         ),
     )
+
+
+def _map_judge(maps: list[StabilityMap]) -> Judgement:
+    """The worst disagreement with the linear prediction as a figure of merit (at most
+    20%, where the linearisation applies anywhere), and `map_evidence`."""
+    stability = maps[0]
+    worst = _worst_disagreement(stability)
+    merit = {}
+    if worst is not None:
+        merit["map.worst_disagreement"] = {"value": worst, "low": 0.0, "high": 0.2}
+    return Judgement([map_evidence(stability)], merit)
 
 
 def _map_render(title: str, maps: list[StabilityMap]) -> Section:
@@ -174,12 +192,7 @@ def _map_render(title: str, maps: list[StabilityMap]) -> Section:
                 ),
             )
         )
-    merit = {}
-    applicable = [p for p in stability.points if p.applies]
-    if applicable:
-        worst = max(abs(p.relative_disagreement) for p in applicable)
-        merit["map.worst_disagreement"] = {"value": worst, "low": 0.0, "high": 0.2}
-    return Section(title, markdown, figures, "", [map_evidence(stability)], merit)
+    return Section(title, markdown, figures)
 
 
 def _lyapunov_render(title: str, cases: list[Lyapunov]) -> Section:
@@ -211,8 +224,8 @@ STABILITY = by_case_kind(
     "step-size stability maps against the linear prediction, and Lyapunov exponents over depth",
     FIELDS,
     {
-        "map": CaseKind(_map, StabilityMap, _map_render),
-        "lyapunov": CaseKind(_lyapunov, Lyapunov, _lyapunov_render),
+        "map": CaseKind(_map, StabilityMap, _map_render, _map_judge),
+        "lyapunov": CaseKind(_lyapunov, Lyapunov, _lyapunov_render, no_judgement),
     },
     with_default_problem,
 )

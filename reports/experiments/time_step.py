@@ -20,8 +20,8 @@ from convergence.time_step import (
     time_step_study,
 )
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Experiment, Record, Section, extended
-from reports.figures import convergence_figure, named_figure
+from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, extended
+from reports.figures import convergence_figure, named_figure, time_step_series
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, orders_by, precision
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
@@ -111,17 +111,25 @@ def evidence(runs: list[MethodRun]) -> list[Evidence]:
     return found
 
 
+def judge(records: list[Record[MethodRun]]) -> Judgement:
+    """Each method's order (with its 95% interval and verdict) and finest error as figures
+    of merit, and the claims' verdicts from the orders."""
+    done = [r for r in records if r.ok]
+    merit = {}
+    for record in done:
+        merit[f"{record.label}.order"] = order_merit(record.result.estimate)
+        merit[f"{record.label}.finest_error"] = {"value": record.result.max_abs[-1]}
+    return Judgement(evidence([r.result for r in done]), merit)
+
+
 def render(title: str, records: list[Record[MethodRun]]) -> Section:
     done = [r for r in records if r.ok]
-    rows, series, merit = [], [], {}
+    rows, series = [], []
     for record in done:
         result = record.result
         own = "-" if result.reference_error is None else cell(result.reference_error[-1])
         rows.append([result.method, *order_cells(result.estimate), cell(result.max_abs[-1]), own])
-        hs = [1 / m for m in result.steps_per_unit]
-        series.append((result.method, hs, result.max_abs, result.estimate))
-        merit[f"{record.label}.order"] = order_merit(result.estimate)
-        merit[f"{record.label}.finest_error"] = {"value": result.max_abs[-1]}
+        series.append(time_step_series(result.method, result))
     headers = ["method", *ORDER_HEADERS, "finest max-abs error", "reference's own error"]
     first = done[0].result if done else None
     markdown = (
@@ -139,12 +147,7 @@ def render(title: str, records: list[Record[MethodRun]]) -> Section:
         lambda: convergence_figure(title, "dt", series),
     )
     return Section(
-        title,
-        markdown,
-        figures,
-        latex_table(f"{title}: observed orders", headers, rows),
-        evidence([r.result for r in done]),
-        merit,
+        title, markdown, figures, latex_table(f"{title}: observed orders", headers, rows)
     )
 
 
@@ -155,6 +158,7 @@ TIME_STEP = Experiment(
     lambda params: _cases(params, params["methods"]),
     {"time-step": CaseKind(run, MethodRun)},
     render,
+    judge,
 )
 SPLITTING_TABLE = Experiment(
     "splitting-table",
@@ -163,4 +167,5 @@ SPLITTING_TABLE = Experiment(
     lambda params: _cases(params, SPLITTING_METHODS),
     {"splitting-table": CaseKind(run, MethodRun)},
     render,
+    judge,
 )

@@ -20,10 +20,18 @@ from properties.well_posedness.continuous_dependence import (
 )
 from properties.well_posedness.dependence_sweep import DEFAULT_CONFIGURATIONS, Configuration
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Experiment, Record, Section, extended, results
-from reports.figures import Figure, lines_figure, slug
+from reports.experiments.base import (
+    CaseKind,
+    Experiment,
+    Judgement,
+    Record,
+    Section,
+    extended,
+    results,
+)
+from reports.figures import Figure, lines_figure
 from reports.schema import Field, integer
-from reports.tables import latex_table, markdown_table, number
+from reports.tables import latex_table, markdown_table, number, slug
 
 FIELDS = {
     "configurations": Field(integer(1, len(DEFAULT_CONFIGURATIONS)), len(DEFAULT_CONFIGURATIONS)),
@@ -53,10 +61,15 @@ def run(case: dict[str, Any], seed: int) -> ConfiguredDependence:
     return extended(ConfiguredDependence, result, configuration=configuration)
 
 
+def _holding(done: list[ConfiguredDependence]) -> int:
+    """How many configurations are within their bounds (up to rounding: verdict holds)."""
+    return sum(r.verdict == CheckVerdict.HOLDS for r in done)
+
+
 def well_posedness_evidence(done: list[ConfiguredDependence]) -> Evidence:
     """Verified when every configuration's measured Lipschitz constants are within their
     Gronwall bounds (up to rounding; each result's verdict holds), refuted otherwise."""
-    holds = sum(r.verdict == CheckVerdict.HOLDS for r in done)
+    holds = _holding(done)
     return Evidence(
         Claim.WELL_POSED,
         verified_or(holds == len(done), ClaimVerdict.REFUTED),
@@ -65,22 +78,26 @@ def well_posedness_evidence(done: list[ConfiguredDependence]) -> Evidence:
     )
 
 
+def _ratios(done: list[ConfiguredDependence]) -> tuple[list[float], list[float]]:
+    """Measured Lipschitz constant / Gronwall bound per configuration: initial data, controls."""
+    return [r.initial.ratio for r in done], [r.controls.ratio for r in done]
+
+
 def render(title: str, records: list[Record[ConfiguredDependence]]) -> Section:
     done = results(records)
-    rows, initial, control = [], [], []
-    for result in done:
+    initial, control = _ratios(done)
+    rows = []
+    for result, initial_ratio, control_ratio in zip(done, initial, control, strict=True):
         c = result.configuration
-        initial.append(result.initial.ratio)
-        control.append(result.controls.ratio)
         rows.append(
             [
                 f"{c.norm} d={c.d} N={c.tokens} L={c.layers} scale={c.weight_scale}",
                 number(result.initial.measured),
                 number(result.initial.bound),
-                number(initial[-1]),
+                number(initial_ratio),
                 number(result.controls.measured),
                 number(result.controls.bound),
-                number(control[-1]),
+                number(control_ratio),
                 str(result.verdict),
             ]
         )
@@ -94,7 +111,7 @@ def render(title: str, records: list[Record[ConfiguredDependence]]) -> Section:
         "ratio",
         "verdict",
     ]
-    holds = sum(r.verdict == CheckVerdict.HOLDS for r in done)
+    holds = _holding(done)
     summary = ""
     if rows:
         summary = (
@@ -122,12 +139,19 @@ def render(title: str, records: list[Record[ConfiguredDependence]]) -> Section:
                 ),
             )
         )
-    evidence = [well_posedness_evidence(done)] if done else []
+    return Section(title, markdown, figures, latex_table(title, headers, rows))
+
+
+def judge(records: list[Record[ConfiguredDependence]]) -> Judgement:
+    """The largest measured / bound ratios (initial data, controls) as figures of merit,
+    within [0, 1], and `well_posedness_evidence`."""
+    done = results(records)
+    initial, control = _ratios(done)
     merit = {
         "max_initial_ratio": {"value": max(initial, default=0.0), "low": 0, "high": 1},
         "max_control_ratio": {"value": max(control, default=0.0), "low": 0, "high": 1},
     }
-    return Section(title, markdown, figures, latex_table(title, headers, rows), evidence, merit)
+    return Judgement([well_posedness_evidence(done)] if done else [], merit)
 
 
 WELL_POSEDNESS = Experiment(
@@ -137,4 +161,5 @@ WELL_POSEDNESS = Experiment(
     _cases,
     {"well-posedness": CaseKind(run, ConfiguredDependence)},
     render,
+    judge,
 )

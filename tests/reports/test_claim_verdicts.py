@@ -75,10 +75,18 @@ def _exactness(*fails: str) -> list[Record]:
     `fails`, and for those docs/model.md predicts to fail (eps > 0) unless "none" is given."""
     failing = set(fails) if "none" in fails else {*fails, NOT_IDEMPOTENT, SIX_EPS}
     return [
-        Record(label, "claims", "claims", label, {"index": k}, 0, "ok",
-               ExactnessResult(label, CheckVerdict.HOLDS, [_check(label not in failing)]))
+        Record(
+            label,
+            "claims",
+            "claims",
+            label,
+            {"index": k},
+            0,
+            "ok",
+            ExactnessResult(label, CheckVerdict.HOLDS, [_check(label not in failing)]),
+        )
         for k, label in enumerate(LABELS)
-    ]  # fmt: skip
+    ]
 
 
 def _check(holds: bool) -> ClaimCheck:
@@ -98,9 +106,8 @@ def stored() -> dict[str, list[Record]]:
 
 
 def _verdicts(kind: str, records: list[Record]) -> dict[Claim, ClaimVerdict]:
-    section = EXPERIMENTS[kind].render(kind, records)
     found = {}
-    for item in section.evidence:
+    for item in EXPERIMENTS[kind].judge(records).evidence:
         assert item.claim not in found, f"{kind} speaks twice to {item.claim}"
         found[item.claim] = item.verdict
     return found
@@ -194,9 +201,13 @@ def _with_limit(distance: float, changed: int | None, limit_error: float = 1e-9)
     decisions different there (None: not measured), the limit's own error `limit_error`
     (states of size 1)."""
     return lambda result: replace(
-        result, no_limit=None, network_distance=distance, limit_decisions_changed=changed,
-        limit_error=limit_error, limit_size=1.0,
-    )  # fmt: skip
+        result,
+        no_limit=None,
+        network_distance=distance,
+        limit_decisions_changed=changed,
+        limit_error=limit_error,
+        limit_size=1.0,
+    )
 
 
 def _transformer(relative: list[float], growth: OrderVerdict = OrderVerdict.PASS) -> Change:
@@ -346,8 +357,10 @@ def test_swapped_records_give_the_verdict(stored, claim, verdict, kind, records)
 def test_an_undecided_limit_check_is_no_evidence(stored):
     """A network whose limit check cannot tell at its levels speaks to no claim."""
     undecided = _verdict(OrderVerdict.UNDECIDED)
-    records = [replace(r, result=replace(r.result, no_limit=undecided(r.result.no_limit)))
-               for r in stored["network-limit"]]  # fmt: skip
+    records = [
+        replace(r, result=replace(r.result, no_limit=undecided(r.result.no_limit)))
+        for r in stored["network-limit"]
+    ]
     assert Claim.TRAINED_NEAR_LIMIT not in _verdicts("network-limit", records)
 
 

@@ -1,16 +1,36 @@
-"""Every experiment kind runs a tiny study and renders its section, with its evidence."""
+"""Every experiment kind runs a tiny study and renders its section, with its evidence; its
+judge alone gives the evidence and figures of merit the report prints."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from reports.experiments import EXPERIMENTS
-from reports.render import render_report
+from reports.experiments.base import Judgement
+from reports.judging import judgements
+from reports.render import claims_table, render_report, sections
 from reports.runner import run_case
 from reports.study import parse_study
 from tests.reports.studies import TINY, tiny_study
+
+Records = dict[str, dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def tiny_records() -> Callable[[str], Records]:
+    """Each kind's tiny-study records, run once for every test of the module."""
+    found: dict[str, Records] = {}
+
+    def records(kind: str) -> Records:
+        if kind not in found:
+            found[kind] = {case.id: run_case(case) for case in tiny_study(kind).cases()}
+        return found[kind]
+
+    return records
 
 
 def test_every_kind_has_a_tiny_study():
@@ -18,9 +38,9 @@ def test_every_kind_has_a_tiny_study():
 
 
 @pytest.mark.parametrize("kind", list(TINY))
-def test_kind_runs_and_renders(kind, tmp_path):
+def test_kind_runs_and_renders(kind, tmp_path, tiny_records):
     study = tiny_study(kind)
-    records = {case.id: run_case(case) for case in study.cases()}
+    records = tiny_records(kind)
     assert all(r["status"] == "ok" for r in records.values()), [
         r["error"] for r in records.values()
     ]
@@ -36,6 +56,33 @@ def test_kind_runs_and_renders(kind, tmp_path):
     assert f"## {kind}" in section
     assert any(claim["verdict"] != "no evidence" for claim in results["claims"]) or kind in (
         "rounding-depth",
+    )
+
+
+def _merit(judged: Judgement) -> str:
+    return json.dumps(judged.figures_of_merit)  # NaN written as NaN: equal when both are
+
+
+@pytest.mark.parametrize("kind", list(TINY))
+def test_judge_gives_what_the_report_prints(kind, tiny_records):
+    """The judgement `tide check` and baselines use (reports.judging, no drawing) is the
+    report's: the section's evidence and figures of merit, and the claims table's rows;
+    render itself judges nothing."""
+    study, records = tiny_study(kind), tiny_records(kind)
+    judged = judgements(study, records)[kind]
+    assert judged.evidence or judged.figures_of_merit
+    experiment = EXPERIMENTS[kind]
+    typed = [experiment.read(r) for r in records.values()]
+    assert experiment.render(kind, typed).judgement == Judgement()
+    section = sections(study, records)[0]
+    assert section.judgement.evidence == judged.evidence
+    assert _merit(section.judgement) == _merit(judged)
+    rows = {row[0]: row[1:] for row in claims_table([section])}
+    for item in judged.evidence:
+        assert rows[item.claim.text] == [str(item.verdict), f"{kind}: {item.evidence}"]
+    spoken = {item.claim.text for item in judged.evidence}
+    assert all(
+        verdict == "no evidence" for claim, (verdict, _) in rows.items() if claim not in spoken
     )
 
 

@@ -17,21 +17,22 @@ from convergence.order import OrderVerdict
 from reports.claims import Claim
 from reports.cli import main
 from reports.experiments import EXPERIMENTS
-from tests.hf_models import PickleTrap, vit_classifier
+from tests.hf_models import PickleTrap, tiny_bert, tiny_gpt2, tiny_vit, vit_classifier
 
 STUDY = """
 [study]
-name = "trained"
+name = "{study}"
 
 [[experiment]]
 kind = "network-limit"
-name = "vit"
+name = "{name}"
 model = "{model}"
-inputs = "inputs.npy"
-labels = "labels.npy"
+{inputs}
 methods = ["lie", "strang-rk2"]
 steps_per_unit = [1, 2, 4, 8]
 """
+"""A study of one network-limit experiment (the inputs as TOML lines)."""
+VIT_INPUTS = 'inputs = "inputs.npy"\nlabels = "labels.npy"'
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def folder(tmp_path_factory):
 
 def test_a_trained_network_through_tide_report(folder):
     study = folder / "study.toml"
-    study.write_text(STUDY.format(model="vit"))
+    study.write_text(STUDY.format(study="trained", name="vit", model="vit", inputs=VIT_INPUTS))
     out = folder / "out"
     assert main(["report", str(study), "--out", str(out)]) == 0
     cases = json.loads((out / "results.json").read_text())["cases"]
@@ -74,7 +75,7 @@ def test_a_pickled_model_is_refused_in_one_line(folder, capsys):
     marker = folder / "unpickled"
     (folder / "model.pt").write_bytes(pickle.dumps(PickleTrap(marker)))
     study = folder / "pickle.toml"
-    study.write_text(STUDY.format(model="model.pt"))
+    study.write_text(STUDY.format(study="trained", name="vit", model="model.pt", inputs=VIT_INPUTS))
     assert main(["report", str(study), "--out", str(folder / "never")]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "model.pt" in err and "never unpickles" in err
@@ -84,27 +85,12 @@ def test_a_pickled_model_is_refused_in_one_line(folder, capsys):
 def _gpt2_lm_folder(folder):
     """A GPT2LMHeadModel (tied head) saved with save_pretrained, and token ids."""
     torch.manual_seed(4)
-    config = transformers.GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=30,
-                                     n_positions=16, n_inner=32)  # fmt: skip
+    config = tiny_gpt2(d=16, heads=4, vocab_size=30, n_inner=32)
     module = transformers.GPT2LMHeadModel(config).double().eval()
     module.save_pretrained(folder / "lm")
     tokens = np.random.default_rng(4).integers(0, 30, (4, 10))
     np.save(folder / "tokens.npy", tokens)
     return module, tokens
-
-
-LM_STUDY = """
-[study]
-name = "lm"
-
-[[experiment]]
-kind = "network-limit"
-name = "lm"
-model = "lm"
-tokens = "tokens.npy"
-methods = ["lie", "strang-rk2"]
-steps_per_unit = [1, 2, 4, 8]
-"""
 
 
 def test_a_language_model_from_token_ids(tmp_path):
@@ -119,7 +105,9 @@ def test_a_language_model_from_token_ids(tmp_path):
     expected = torch.nn.functional.cross_entropy(
         out.logits[:, :-1].reshape(-1, 30), ids[:, 1:].reshape(-1)
     ).item()
-    (tmp_path / "study.toml").write_text(LM_STUDY)
+    (tmp_path / "study.toml").write_text(
+        STUDY.format(study="lm", name="lm", model="lm", inputs='tokens = "tokens.npy"')
+    )
     assert main(["report", str(tmp_path / "study.toml"), "--out", str(tmp_path / "out")]) == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     result = results["cases"][0]["result"]
@@ -137,8 +125,9 @@ def test_a_language_model_from_token_ids(tmp_path):
     assert "Orders of the relative distance" in report
     # levels far from the limit get no order, and the section says why, in words
     record = EXPERIMENTS["network-limit"].read(results["cases"][0])
-    far = dataclasses.replace(record.result.methods[0], relative_distance=[0.9, 0.5, 0.3, 0.2],
-                              order=None)  # fmt: skip
+    far = dataclasses.replace(
+        record.result.methods[0], relative_distance=[0.9, 0.5, 0.3, 0.2], order=None
+    )
     moved = dataclasses.replace(record, result=dataclasses.replace(record.result, methods=[far]))
     section = EXPERIMENTS["network-limit"].render("lm", [moved]).markdown
     assert (
@@ -151,9 +140,7 @@ def test_a_model_without_a_readout_says_nothing_about_decisions(tmp_path):
     """A bare ViT (final norm only, no classifier): results.json records no decisions and
     the report's section says nothing about them."""
     torch.manual_seed(5)
-    config = transformers.ViTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                                    intermediate_size=32, image_size=8, patch_size=4,
-                                    num_channels=1)  # fmt: skip
+    config = tiny_vit(d=16, heads=4)
     transformers.ViTModel(config).save_pretrained(tmp_path / "bare")
     np.save(tmp_path / "pixels.npy", np.random.default_rng(5).standard_normal((3, 1, 8, 8)))
     (tmp_path / "study.toml").write_text(
@@ -175,14 +162,10 @@ def test_a_padded_batch_through_the_study_gives_the_librarys_decisions(tmp_path,
     the network (dt = 1) gets all of them right."""
     torch.manual_seed(6)
     if kind == "bert":
-        config = transformers.BertConfig(
-            hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
-            vocab_size=30, max_position_embeddings=16, num_labels=3,
-        )  # fmt: skip
+        config = tiny_bert(d=16, heads=4, vocab_size=30, num_labels=3)
         module = transformers.BertForSequenceClassification(config)
     else:
-        config = transformers.GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=30,
-                                         n_positions=16, num_labels=3, pad_token_id=0)  # fmt: skip
+        config = tiny_gpt2(d=16, heads=4, vocab_size=30, num_labels=3, pad_token_id=0)
         module = transformers.GPT2ForSequenceClassification(config)
     module = module.double().eval()
     module.save_pretrained(tmp_path / "model")

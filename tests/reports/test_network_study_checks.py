@@ -50,13 +50,19 @@ ENCODER_STATES = np.load(SHIPPED / "max-digit-inputs.npy")[:3].astype(np.float64
     [
         ({"inputs": STATES[..., :16]}, r"inputs: .*inputs must have shape \(\*, \*, 32\)"),
         ({"inputs": STATES[0]}, r"inputs must have shape \(\*, \*, 32\), got \(17, 32\)"),
-        ({"inputs": np.where(STATES == STATES[1, 2, 3], np.nan, STATES)},
-         r"inputs must be finite, got nan at index \(1, 2, 3\)"),
-        ({"inputs": STATES, "labels": LABELS[:3]},
-         r"labels: .*labels must be integer class indices of shape \(4\)"),
+        (
+            {"inputs": np.where(STATES == STATES[1, 2, 3], np.nan, STATES)},
+            r"inputs must be finite, got nan at index \(1, 2, 3\)",
+        ),
+        (
+            {"inputs": STATES, "labels": LABELS[:3]},
+            r"labels: .*labels must be integer class indices of shape \(4\)",
+        ),
         ({"inputs": STATES, "labels": LABELS.astype(float)}, "labels must be integer class"),
-        ({"inputs": STATES, "labels": np.array([0, 1, 2, 10])},
-         r"labels must lie in \[0, 10\) \(the readout's 10 scores\), got 10"),
+        (
+            {"inputs": STATES, "labels": np.array([0, 1, 2, 10])},
+            r"labels must lie in \[0, 10\) \(the readout's 10 scores\), got 10",
+        ),
         ({"inputs": STATES, "mask": np.ones((4, 16), int)}, r"mask: .*shape \(4, 17\)"),
         ({"inputs": STATES, "mask": np.full((4, 17), 2)}, "mask must hold only 0 and 1"),
         ({}, "give exactly one of inputs, tokens, pixels .* got none"),
@@ -64,10 +70,12 @@ ENCODER_STATES = np.load(SHIPPED / "max-digit-inputs.npy")[:3].astype(np.float64
         ({"pixels": np.zeros((4, 1, 7, 7))}, "the patch size 2 must divide the image size 7"),
         ({"pixels": np.zeros((4, 1, 6, 6))}, "make 9 patches of 2 x 2; the model's position"),
         ({"tokens": np.zeros((4, 17), int)}, "the model embeds pixels, not tokens"),
-        ({"inputs": STATES, "steps_per_unit": [1, 2, 4, 8], "max_steps_per_unit": 4},
-         "max_steps_per_unit: must be at least the finest level"),
+        (
+            {"inputs": STATES, "steps_per_unit": [1, 2, 4, 8], "max_steps_per_unit": 4},
+            "max_steps_per_unit: must be at least the finest level",
+        ),
     ],
-)  # fmt: skip
+)
 def test_what_cannot_run_is_refused_when_the_study_is_read(tmp_path, capsys, keys, message):
     err = _refused(tmp_path, capsys, model=str(VIT), **keys)
     assert re.search(message, err), err
@@ -75,8 +83,9 @@ def test_what_cannot_run_is_refused_when_the_study_is_read(tmp_path, capsys, key
 
 def test_a_method_the_norms_do_not_allow_is_refused(tmp_path, capsys):
     """Post-LN per-feature norms have no flow for any method but Lie."""
-    err = _refused(tmp_path, capsys, model=str(ENCODER), inputs=ENCODER_STATES,
-                   methods=["lie", "strang-rk2"])  # fmt: skip
+    err = _refused(
+        tmp_path, capsys, model=str(ENCODER), inputs=ENCODER_STATES, methods=["lie", "strang-rk2"]
+    )
     assert "methods: layer 0 norm1 has a per-feature gain or bias" in err
 
 

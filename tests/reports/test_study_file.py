@@ -27,43 +27,66 @@ TIME_STEP = '[[experiment]]\nkind = "time-step"\nsteps_per_unit = [4, 8, 16]\n'
 MALFORMED = {
     "unknown top-level key": (HEAD + "colour = 1\n" + TIME_STEP, "colour: unknown key"),
     "unknown experiment key": (
-        HEAD + TIME_STEP + "methods = ['lie']\nstep = 2\n", "experiment[0].step: unknown key"
+        HEAD + TIME_STEP + "methods = ['lie']\nstep = 2\n",
+        "experiment[0].step: unknown key",
     ),
-    "wrong type": (HEAD + TIME_STEP.replace("[4, 8, 16]", '"many"') + "methods = ['lie']\n",
-                   "experiment[0].steps_per_unit: must be an array"),
+    "wrong type": (
+        HEAD + TIME_STEP.replace("[4, 8, 16]", '"many"') + "methods = ['lie']\n",
+        "experiment[0].steps_per_unit: must be an array",
+    ),
     "negative size": (
         HEAD + TIME_STEP + "methods = ['lie']\nproblem = { d = -4 }\n",
         "experiment[0].problem.d: must be an integer in [1, 512], got -4",
     ),
-    "unknown method": (HEAD + TIME_STEP + "methods = ['heun']\n",
-                       "experiment[0].methods[0]: unknown value 'heun'"),
-    "unknown backend": (HEAD + TIME_STEP + "methods = ['lie']\nprecision = 'float128'\n",
-                        "experiment[0].precision: unknown value 'float128'"),
-    "missing digits": (HEAD + TIME_STEP + "methods = ['lie']\nprecision = { name = 'mpmath' }\n",
-                       "experiment[0].precision.digits: is required for 'mpmath'"),
-    "empty sequence": (HEAD + TIME_STEP.replace("[4, 8, 16]", "[]") + "methods = ['lie']\n",
-                       "experiment[0].steps_per_unit: needs at least 3 entries, got 0"),
-    "repeated steps": (HEAD + TIME_STEP.replace("[4, 8, 16]", "[4, 4, 8]") + "methods = ['lie']\n",
-                       "experiment[0].steps_per_unit: entries must be distinct"),
+    "unknown method": (
+        HEAD + TIME_STEP + "methods = ['heun']\n",
+        "experiment[0].methods[0]: unknown value 'heun'",
+    ),
+    "unknown backend": (
+        HEAD + TIME_STEP + "methods = ['lie']\nprecision = 'float128'\n",
+        "experiment[0].precision: unknown value 'float128'",
+    ),
+    "missing digits": (
+        HEAD + TIME_STEP + "methods = ['lie']\nprecision = { name = 'mpmath' }\n",
+        "experiment[0].precision.digits: is required for 'mpmath'",
+    ),
+    "empty sequence": (
+        HEAD + TIME_STEP.replace("[4, 8, 16]", "[]") + "methods = ['lie']\n",
+        "experiment[0].steps_per_unit: needs at least 3 entries, got 0",
+    ),
+    "repeated steps": (
+        HEAD + TIME_STEP.replace("[4, 8, 16]", "[4, 4, 8]") + "methods = ['lie']\n",
+        "experiment[0].steps_per_unit: entries must be distinct",
+    ),
     "unknown kind": (HEAD + '[[experiment]]\nkind = "magic"\n', "experiment[0].kind: unknown"),
     "missing kind": (HEAD + '[[experiment]]\nname = "x"\n', "experiment[0].kind: is required"),
-    "missing name": ('[study]\nseed = 1\n' + TIME_STEP + "methods = ['lie']\n",
-                     "study.name: is required"),
+    "missing name": (
+        "[study]\nseed = 1\n" + TIME_STEP + "methods = ['lie']\n",
+        "study.name: is required",
+    ),
     "no experiments": (HEAD, "experiment: is required"),
     "heads not dividing d": (
         HEAD + TIME_STEP + "methods = ['lie']\nproblem = { d = 6, heads = 4 }\n",
         "experiment[0].problem.heads: must divide d = 6",
     ),
-    "duplicate names": (HEAD + TIME_STEP + "methods = ['lie']\nname = 'a'\n" + TIME_STEP
-                        + "methods = ['lie']\nname = 'a'\n", "experiment[1].name: 'a' is used"),
+    "duplicate names": (
+        HEAD
+        + TIME_STEP
+        + "methods = ['lie']\nname = 'a'\n"
+        + TIME_STEP
+        + "methods = ['lie']\nname = 'a'\n",
+        "experiment[1].name: 'a' is used",
+    ),
     "not TOML": ("[study\nname = 1", "not valid TOML"),
-    "missing digits as a string": (HEAD + TIME_STEP + "methods = ['lie']\nprecision = 'arb'\n",
-                                   "experiment[0].precision: 'arb' needs digits"),
+    "missing digits as a string": (
+        HEAD + TIME_STEP + "methods = ['lie']\nprecision = 'arb'\n",
+        "experiment[0].precision: 'arb' needs digits",
+    ),
     "digits for a fixed format": (
         HEAD + TIME_STEP + "methods = ['lie']\nprecision = { name = 'float32', digits = 20 }\n",
         "experiment[0].precision.digits: is only for mpmath and arb, not 'float32'",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("text, message", MALFORMED.values(), ids=MALFORMED.keys())
@@ -97,9 +120,14 @@ def test_a_missing_file_is_named(tmp_path):
 def test_the_built_in_and_example_studies_load():
     study = default_study()
     assert {spec.kind for spec in study.experiments} >= {
-        "claims", "time-step", "grid", "precision-ladder", "splitting-table",
-        "well-posedness", "layer-norm-limit",
-    }  # fmt: skip
+        "claims",
+        "time-step",
+        "grid",
+        "precision-ladder",
+        "splitting-table",
+        "well-posedness",
+        "layer-norm-limit",
+    }
     for path in sorted(Path(__file__).parents[2].joinpath("studies").glob("*.toml")):
         assert load_study(path).cases(), path
 
@@ -113,13 +141,30 @@ def test_cases_and_seeds_are_deterministic(tmp_path):
 
 
 KEYS = st.sampled_from(
-    ["study", "experiment", "name", "seed", "kind", "methods", "problem", "d", "precision",
-     "digits", "steps_per_unit", "rules", "sizes", *EXPERIMENTS]
-) | st.text(string.ascii_letters + "_-", min_size=1, max_size=8)  # fmt: skip
+    [
+        "study",
+        "experiment",
+        "name",
+        "seed",
+        "kind",
+        "methods",
+        "problem",
+        "d",
+        "precision",
+        "digits",
+        "steps_per_unit",
+        "rules",
+        "sizes",
+        *EXPERIMENTS,
+    ]
+) | st.text(string.ascii_letters + "_-", min_size=1, max_size=8)
 SCALARS = (
-    st.integers(-(2**40), 2**40) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.booleans() | st.text(max_size=8) | st.sampled_from(list(EXPERIMENTS))
-)  # fmt: skip
+    st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.text(max_size=8)
+    | st.sampled_from(list(EXPERIMENTS))
+)
 VALUES = st.recursive(
     SCALARS,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),

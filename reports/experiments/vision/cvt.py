@@ -19,7 +19,15 @@ from convergence.grid import GridStudy
 from convergence.grid_2d import cvt_flow_grid_study, cvt_grid_study, in_constant_ratio
 from convergence.time_step import TimeStepStudy, time_step_study
 from reports.claims import Claim
-from reports.experiments.base import CaseKind, Experiment, Section, extended, parts_render
+from reports.experiments.base import (
+    CaseKind,
+    Experiment,
+    Judgement,
+    Section,
+    extended,
+    parts_judge,
+    parts_render,
+)
 from reports.experiments.vision.data import (
     FLOW_PERTURBATION,
     ORDERS,
@@ -27,7 +35,12 @@ from reports.experiments.vision.data import (
     gelu_layers,
     periodic_data,
 )
-from reports.experiments.vision.parts import grid_part, orders_part
+from reports.experiments.vision.parts import (
+    grid_judgement,
+    grid_part,
+    orders_judgement,
+    orders_part,
+)
 from reports.schema import Field, array_of, integer, reject
 from solvers import LayerWeights, PiecewiseControls, Problem
 from solvers.space.cvt import ConvProjection, gaussian_kernel, tent_kernel
@@ -148,48 +161,76 @@ def _flow_grid(case: dict[str, Any], seed: int) -> CvtFlowGrids:
         extended(
             KernelGrid,
             cvt_flow_grid_study(
-                layers, ConvProjection.shared(kernel, FLOW_STRIDE),
+                layers,
+                ConvProjection.shared(kernel, FLOW_STRIDE),
                 lambda x: SPREAD_BASE + FLOW_PERTURBATION * data(x),
-                case["flow_sizes"], seed=seed, expected=order,
+                case["flow_sizes"],
+                seed=seed,
+                expected=order,
             ),
             kernel=name,
         )
         for name, (kernel, order) in KERNELS.items()
-    ]  # fmt: skip
+    ]
     return CvtFlowGrids(grids)
 
 
-def _grid_render(title: str, grids: list[CvtGrid]) -> Section:
-    studies = [(f"{g.kernel}, stride {g.stride}", g) for g in grids]
-    return grid_part(
-        title, "grid", "Convolutional attention on the n x n token grid of T^2", studies,
+GRID_HEADING = "Convolutional attention on the n x n token grid of T^2"
+FLOW_GRID_HEADING = (
+    "The CvT network (2 GELU pre-LN layers, Lie at dt = 1) as its token grid refines"
+)
+
+
+def _grid_studies(grids: list[CvtGrid]) -> list[tuple[str, GridStudy]]:
+    return [(f"{g.kernel}, stride {g.stride}", g) for g in grids]
+
+
+def _grid_judge(grids: list[CvtGrid]) -> Judgement:
+    return grid_judgement(
+        "grid",
+        _grid_studies(grids),
         Claim.CVT_COVERED,
         "the grid operator converges to the continuous one at the midpoint rule's rate: ",
-    )  # fmt: skip
+    )
 
 
-def _flow_orders_render(title: str, flows: list[CvtFlowOrders]) -> Section:
-    flow = flows[0]
-    describe = (
+def _grid_render(title: str, grids: list[CvtGrid]) -> Section:
+    return grid_part(title, "grid", GRID_HEADING, _grid_studies(grids))
+
+
+def _flow(flow: CvtFlowOrders) -> str:
+    return (
         f"CvT flow ({flow.grid} x {flow.grid} tokens, pre-LN, GELU, tent convolutions, keys "
         f"and values at stride {flow.stride})"
     )
-    return orders_part(title, "CvT", Claim.CVT_TIME_STEP_LIMIT, describe, flow, prefix="flow.")
+
+
+def _flow_orders_judge(flows: list[CvtFlowOrders]) -> Judgement:
+    return orders_judgement(Claim.CVT_TIME_STEP_LIMIT, _flow(flows[0]), flows[0], prefix="flow.")
+
+
+def _flow_orders_render(title: str, flows: list[CvtFlowOrders]) -> Section:
+    return orders_part(title, "CvT", _flow(flows[0]), flows[0])
+
+
+def _flow_grid_studies(flows: list[CvtFlowGrids]) -> list[tuple[str, GridStudy]]:
+    return [(f"{g.kernel}, stride {FLOW_STRIDE}", g) for g in flows[0].grids]
+
+
+def _flow_grid_judge(flows: list[CvtFlowGrids]) -> Judgement:
+    return grid_judgement(
+        "flow-grid", _flow_grid_studies(flows), Claim.VISION_GRID_LIMIT, "CvT flow grid: "
+    )
 
 
 def _flow_grid_render(title: str, flows: list[CvtFlowGrids]) -> Section:
-    studies = [(f"{g.kernel}, stride {FLOW_STRIDE}", g) for g in flows[0].grids]
-    return grid_part(
-        title, "flow-grid",
-        "The CvT network (2 GELU pre-LN layers, Lie at dt = 1) as its token grid refines",
-        studies, Claim.VISION_GRID_LIMIT, "CvT flow grid: ",
-    )  # fmt: skip
+    return grid_part(title, "flow-grid", FLOW_GRID_HEADING, _flow_grid_studies(flows))
 
 
 KINDS = {
-    "grid": CaseKind(_grid, CvtGrid, _grid_render),
-    "flow orders": CaseKind(_flow_orders, CvtFlowOrders, _flow_orders_render),
-    "flow grid": CaseKind(_flow_grid, CvtFlowGrids, _flow_grid_render),
+    "grid": CaseKind(_grid, CvtGrid, _grid_render, _grid_judge),
+    "flow orders": CaseKind(_flow_orders, CvtFlowOrders, _flow_orders_render, _flow_orders_judge),
+    "flow grid": CaseKind(_flow_grid, CvtFlowGrids, _flow_grid_render, _flow_grid_judge),
 }
 CVT = Experiment(
     "cvt",
@@ -199,4 +240,5 @@ CVT = Experiment(
     _cases,
     KINDS,
     parts_render(KINDS, "\n\n"),
+    parts_judge(KINDS),
 )

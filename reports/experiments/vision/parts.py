@@ -1,5 +1,6 @@
 """Report parts both vision experiments share: a time-step orders table and a 2-D grid
-convergence table, each with its figure, claim evidence and figures of merit."""
+convergence table, each drawn with its figure (`orders_part`, `grid_part`) and judged
+apart, with its claim evidence and figures of merit (`orders_judgement`, `grid_judgement`)."""
 
 from __future__ import annotations
 
@@ -7,37 +8,41 @@ from convergence.grid import GridStudy
 from convergence.order import OrderVerdict
 from convergence.time_step import TimeStepStudy
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import Section
-from reports.figures import Figure, convergence_figure, slug
-from reports.tables import ORDER_HEADERS, markdown_table, order_cells, order_merit
+from reports.experiments.base import Judgement, Section
+from reports.figures import Figure, convergence_figure, time_step_series
+from reports.tables import ORDER_HEADERS, markdown_table, order_cells, order_merit, slug
 from reports.tables import number as cell
 
 
-def orders_part(
-    title: str, variant: str, claim: Claim, flow: str, study: TimeStepStudy, prefix: str = ""
-) -> Section:
-    """The orders of a variant's flow; the claim is verified when every scheme PASSes at
-    its expected order (qualified otherwise). Merit names start with `prefix`."""
+def orders_part(title: str, variant: str, flow: str, study: TimeStepStudy) -> Section:
+    """The orders of a variant's flow: a table and the error against dt."""
     rows = [[m.method, *order_cells(m.estimate)] for m in study.methods]
     markdown = f"**Time-step orders of the {flow}.**\n\n" + markdown_table(
         ["method", *ORDER_HEADERS], rows
     )
-    series = [
-        (m.method, [1 / s for s in m.steps_per_unit], m.max_abs, m.estimate) for m in study.methods
-    ]
+    series = [time_step_series(m.method, m) for m in study.methods]
     figure = Figure(
         slug(f"{title} orders"),
         f"{flow}: error against dt.",
         convergence_figure(f"{variant} flow: error against dt", "dt", series),
     )
+    return Section(title, markdown, [figure])
+
+
+def orders_judgement(claim: Claim, flow: str, study: TimeStepStudy, prefix: str = "") -> Judgement:
+    """The claim is verified when every scheme PASSes at its expected order (qualified
+    otherwise); each scheme's order is a figure of merit named `prefix`<method>.order."""
     passed = all(m.estimate.verdict == OrderVerdict.PASS for m in study.methods)
     evidence = Evidence(
         claim,
         verified_or(passed, ClaimVerdict.QUALIFIED),
-        f"{flow}: " + "; ".join(f"{r[0]} {r[1]} ({r[3]})" for r in rows),
+        f"{flow}: "
+        + "; ".join(
+            f"{m.method} {cell(m.estimate.order, 4)} ({m.estimate.verdict})" for m in study.methods
+        ),
     )
     merit = {f"{prefix}{m.method}.order": order_merit(m.estimate) for m in study.methods}
-    return Section(title, markdown, [figure], "", [evidence], merit)
+    return Judgement([evidence], merit)
 
 
 def at_expected_rate(study: GridStudy) -> bool:
@@ -48,16 +53,8 @@ def at_expected_rate(study: GridStudy) -> bool:
     return study.estimate.verdict == OrderVerdict.PASS
 
 
-def grid_part(
-    title: str,
-    key: str,
-    heading: str,
-    studies: list[tuple[str, GridStudy]],
-    claim: Claim,
-    describe: str,
-) -> Section:
-    """Labelled 2-D grid studies; the claim is verified when every study converges at
-    its expected rate (qualified otherwise)."""
+def grid_part(title: str, key: str, heading: str, studies: list[tuple[str, GridStudy]]) -> Section:
+    """Labelled 2-D grid studies: a table and the error against 1/n."""
     rows = [
         [
             label,
@@ -84,12 +81,24 @@ def grid_part(
         f"{heading}: error against 1/n.",
         convergence_figure(f"{title}: {key.replace('-', ' ')}", "h = 1/n", series),
     )
+    return Section(title, markdown, [figure])
+
+
+def grid_judgement(
+    key: str, studies: list[tuple[str, GridStudy]], claim: Claim, describe: str
+) -> Judgement:
+    """The claim is verified when every study converges at its expected rate (qualified
+    otherwise); each algebraic study's order is a figure of merit named
+    `key`.<label>.order."""
     ok = all(at_expected_rate(g) for _, g in studies)
-    summary = "; ".join(f"{r[0]}: {r[1] if r[-2] == 'algebraic' else 'spectral'}" for r in rows)
+    summary = "; ".join(
+        f"{label}: {'spectral' if g.spectral else cell(g.estimate.order, 4)}"
+        for label, g in studies
+    )
     evidence = Evidence(claim, verified_or(ok, ClaimVerdict.QUALIFIED), f"{describe}{summary}")
     merit = {
         f"{key}.{slug(label)}.order": order_merit(g.estimate)
         for label, g in studies
         if not g.spectral
     }
-    return Section(title, markdown, [figure], "", [evidence], merit)
+    return Judgement([evidence], merit)

@@ -21,12 +21,16 @@ from convergence.time_step import TimeStepStudy, time_step_study
 from properties.claim_check import CheckVerdict, ClaimCheck
 from properties.exactness.transformer_identity import check_lie_is_transformer
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
-from reports.experiments.base import CaseKind, Section, by_case_kind, extended
+from reports.experiments.base import CaseKind, Judgement, Section, by_case_kind, extended
 from reports.experiments.vision.data import ORDERS, gelu_layers, smooth_2d, spread_2d
-from reports.experiments.vision.parts import grid_part, orders_part
-from reports.figures import slug
+from reports.experiments.vision.parts import (
+    grid_judgement,
+    grid_part,
+    orders_judgement,
+    orders_part,
+)
 from reports.schema import Field, array_of, integer
-from reports.tables import markdown_table
+from reports.tables import markdown_table, slug
 from reports.tables import number as cell
 from solvers import LayerWeights, PiecewiseControls, Problem
 from solvers.io.torch_modules import torch_available
@@ -139,6 +143,10 @@ def twin_evidence(twin: VitTwin) -> Evidence:
     )
 
 
+def _twin_judge(twins: list[VitTwin]) -> Judgement:
+    return Judgement([twin_evidence(twins[0])])
+
+
 def _twin_render(title: str, twins: list[VitTwin]) -> Section:
     twin = twins[0]
     rows = [
@@ -149,20 +157,32 @@ def _twin_render(title: str, twins: list[VitTwin]) -> Section:
         f"**ViT encoder = pre-LN GELU Lie step** ({twin.tokens} tokens, class token "
         "included).\n\n" + markdown_table(["reference", "verdict", "defect", "tolerance"], rows)
     )
-    return Section(title, markdown, evidence=[twin_evidence(twin)])
+    return Section(title, markdown)
+
+
+def _flow(study: VitOrders) -> str:
+    return f"GELU pre-LN flow ({study.tokens} tokens)"
+
+
+def _orders_judge(studies: list[VitOrders]) -> Judgement:
+    return orders_judgement(Claim.VIT_TIME_STEP_LIMIT, _flow(studies[0]), studies[0])
 
 
 def _orders_render(title: str, studies: list[VitOrders]) -> Section:
-    study = studies[0]
-    flow = f"GELU pre-LN flow ({study.tokens} tokens)"
-    return orders_part(title, "ViT", Claim.VIT_TIME_STEP_LIMIT, flow, study)
+    return orders_part(title, "ViT", _flow(studies[0]), studies[0])
 
 
-def _grids_render(
-    case: str, claim: Claim, heading: str, title: str, series: list[VitGrids]
-) -> Section:
-    studies = [(g.rule, g) for g in series[0].grids]
-    return grid_part(title, slug(case), heading, studies, claim, f"ViT {case}: ")
+def _rules(series: list[VitGrids]) -> list[tuple[str, GridStudy]]:
+    """The grid studies of a case, labelled by their rule."""
+    return [(g.rule, g) for g in series[0].grids]
+
+
+def _grids_judge(case: str, claim: Claim, series: list[VitGrids]) -> Judgement:
+    return grid_judgement(slug(case), _rules(series), claim, f"ViT {case}: ")
+
+
+def _grids_render(case: str, heading: str, title: str, series: list[VitGrids]) -> Section:
+    return grid_part(title, slug(case), heading, _rules(series))
 
 
 GRID_HEADING = "Attention integral over the 2-D token domain (non-periodic data, one rule per axis)"
@@ -175,15 +195,19 @@ VIT = by_case_kind(
     "its attention integral and of the network",
     VIT_FIELDS,
     {
-        "twin": CaseKind(_twin, VitTwin, _twin_render),
-        "orders": CaseKind(_orders, VitOrders, _orders_render),
+        "twin": CaseKind(_twin, VitTwin, _twin_render, _twin_judge),
+        "orders": CaseKind(_orders, VitOrders, _orders_render, _orders_judge),
         "grid": CaseKind(
-            _grid, VitGrids, partial(_grids_render, "grid", Claim.GRID_LIMIT, GRID_HEADING)
+            _grid,
+            VitGrids,
+            partial(_grids_render, "grid", GRID_HEADING),
+            partial(_grids_judge, "grid", Claim.GRID_LIMIT),
         ),
         "flow grid": CaseKind(
             _flow_grid,
             VitGrids,
-            partial(_grids_render, "flow grid", Claim.VISION_GRID_LIMIT, FLOW_GRID_HEADING),
+            partial(_grids_render, "flow grid", FLOW_GRID_HEADING),
+            partial(_grids_judge, "flow grid", Claim.VISION_GRID_LIMIT),
         ),
     },
     separator="\n\n",
