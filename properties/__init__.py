@@ -6,7 +6,8 @@ Every public function is exported here (`from properties import gronwall_bound`)
 README's map of the library names the module that holds each.
 """
 
-from properties.conditioning.conditioning import attention_conditioning, layer_norm_conditioning
+from properties.conditioning.attention_conditioning import attention_conditioning
+from properties.conditioning.projection_conditioning import layer_norm_conditioning
 from properties.exactness.paper_substeps import check_six_substeps
 from properties.exactness.projection_theorem import (
     check_layer_norm_idempotence,

@@ -36,3 +36,11 @@ def one_layer_problem(
     """The flow of `layer` from u over [0, 1]: its score bias is log w^x per key (token
     weights w^x) and -inf above the diagonal if causal, None without either."""
     return Problem(u, PiecewiseControls([layer]), 1.0, norm, bool(causal), token_weights)
+
+
+def checked_confidence(value: object) -> float:
+    """A confidence level of an interval, in (0, 1)."""
+    number = float(finite_array("confidence", value, ()))
+    if not 0 < number < 1:
+        raise InvalidInputError(f"confidence must lie in (0, 1), got {number!r}")
+    return number

@@ -149,6 +149,56 @@ def test_the_room_rules_catch_a_wrong_import(importer, imported):
     ]
 
 
+CONCRETE_BACKENDS = {
+    f"solvers.backends.{name}"
+    for name in ("floats", "longdouble", "fused", "mpmath_numbers", "arb_balls")
+}
+BACKEND_QUESTIONS = re.compile(
+    r"""(\.name|\bname)\s*(==|!=|\bin\b)\s*\(?\s*["'](float16|bfloat16|float32|float64|"""
+    r"""longdouble|mpmath|arb)["']"""
+    r"|isinstance\([^)]*(Mpmath|Arb|NativeFloat|LongDouble|FusedFloat|MixedPrecision)Backend"
+    r"|\b(bk|backend|precision|working)\.dtype\b"
+)
+
+
+def backend_questions(sources: dict[str, str], graph: dict[str, set[str]]) -> list[str]:
+    """Lines outside solvers/backends/ that ask which backend they run in (a comparison of
+    its name, an isinstance on a backend class, its dtype) and imports of a concrete
+    backend's module: a precision's behaviour belongs in the backend's own methods."""
+    found = [
+        f"{name}: {line.strip()}"
+        for name, text in sources.items()
+        if not name.startswith("solvers.backends")
+        for line in text.splitlines()
+        if BACKEND_QUESTIONS.search(line)
+    ]
+    found += [
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        if not name.startswith("solvers.backends")
+        for target in targets & CONCRETE_BACKENDS
+    ]
+    return found
+
+
+def test_nothing_outside_the_backends_asks_which_backend_it_runs_in():
+    sources = {name: path.read_text() for name, path in MODULES.items()}
+    assert not backend_questions(sources, GRAPH)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'if bk.name == "mpmath":',
+        "wide = bk.dtype.itemsize > 8",
+        "if isinstance(bk, ArbBackend):",
+        'if precision.name in ("arb", "mpmath"):',
+    ],
+)
+def test_the_backend_rule_catches_a_question(line):
+    assert backend_questions({"properties.example": line}, {}) == [f"properties.example: {line}"]
+
+
 def test_folders_hold_at_most_fifteen_modules():
     folders: dict[Path, int] = {}
     for path in MODULES.values():

@@ -130,7 +130,8 @@ def check_attention_weights(
 
 def _hull_certificate(bk: Backend, weights: Array, values: Array, outputs: Array) -> np.ndarray:
     """max-abs of O_i - P_i V / sum_j P_ij per (..., head, row), in high-precision mpmath."""
-    reference = backend("mpmath", max(40, (bk.digits or 0) + CERTIFICATE_DIGITS))
+    digits = math.ceil(-math.log10(bk.unit_roundoff))  # the digits bk carries
+    reference = backend("mpmath", max(40, digits + CERTIFICATE_DIGITS))
     with reference.active():
         p, v, o = (convert(x, bk, reference) for x in (weights, values, outputs))
         residual = o - reference.matmul(p, v) / reference.sum(p, -1)

@@ -176,6 +176,10 @@ def by_case_kind(
     """An experiment with one case per case kind (labelled by its name; the parameters
     pass through `prepare` first), whose section joins the kinds' parts in table order."""
 
+    unfinished = [n for n, k in case_kinds.items() if k.render is None or k.judge is None]
+    if unfinished:
+        raise TypeError(f"{kind}: case kinds {unfinished} need both a render and a judge")
+
     def cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         return [(name, prepare(params) | {CASE: name}) for name in case_kinds]
 

@@ -1,4 +1,4 @@
-"""Conditioning of the LN projection and of attention (properties.conditioning.conditioning) as an
+"""Conditioning of the LN projection and of attention (properties.conditioning) as an
 experiment.
 
 kind "conditioning": case "layer-norm" measures P's Lipschitz constant at rows of
@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 
 from properties.claim_check import CheckVerdict
-from properties.conditioning.conditioning import (
+from properties.conditioning.attention_conditioning import (
     AttentionConditioning,
-    LayerNormConditioning,
     attention_conditioning,
+)
+from properties.conditioning.projection_conditioning import (
+    LayerNormConditioning,
     layer_norm_conditioning,
 )
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or

@@ -111,11 +111,14 @@ def backend(name: str | Backend, digits: int | None = None) -> Backend:
 def convert(value: Array, source: str | Backend, target: str | Backend) -> Array:
     """An array of `source` numbers as `target` numbers.
 
-    Exact when `target` is at least as precise as `source`, and correctly rounded once
-    otherwise: binary floats go as numbers (every float16, bfloat16 and float32 is a
-    float64; longdouble through its exact decimal expansion), mpmath and arb numbers
-    through decimal strings; a ball becomes its midpoint unless `target` is arb, which
-    reads the whole ball.
+    The source gives its `portable` numbers and the target reads them: binary floats as
+    numbers (every float16, bfloat16 and float32 is a float64; longdouble through its exact
+    decimal expansion), mpmath numbers as the exact fractions they are, arb balls through
+    decimal strings (a ball becomes its midpoint unless `target` is arb, which reads the
+    whole ball). Exact when `target` is at least as precise as `source` (arb: the ball
+    contains the value); otherwise rounded to the target, the binary formats reading
+    through long double (so a value within a long-double unit of a tie between two
+    numbers of the target may round to either).
     """
     source, target = backend(source), backend(target)
     numbers = source.portable(value)

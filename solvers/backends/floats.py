@@ -18,8 +18,10 @@ bias and GELU in the fused kernels of solvers.backends.fused (docs/schemes.md se
 
 from __future__ import annotations
 
+import decimal
 import functools
 import math
+import warnings
 from fractions import Fraction
 
 import mpmath
@@ -30,6 +32,13 @@ import scipy.special
 import solvers.backends.fused as fused
 from solvers.backends.base import Array, Backend, ball_midpoints
 from solvers.errors import InvalidInputError
+
+LONG_DOUBLE_SIGNIFICAND = np.finfo(np.longdouble).nmant + 1
+"""The bits of long double's significand: integers up to this size it holds exactly."""
+LONG_DOUBLE_DIGITS = 40
+"""Significant digits of the decimal a large Fraction is read through: well beyond the 21
+that round-trip a long double, so the decimal's own rounding cannot move the result but at
+an exact tie."""
 
 
 class NativeFloatBackend(Backend):
@@ -62,17 +71,22 @@ class NativeFloatBackend(Backend):
         source = np.asarray(value)
         if source.dtype.kind in "US":
             source = ball_midpoints(source)
-        if source.dtype.kind == "O":
-            source = np.vectorize(_exact_enough, otypes=[np.longdouble])(source)
-        if source.dtype.kind in "US":
-            source = source.astype(np.longdouble)
+        fractions = np.zeros(source.shape, bool)  # finite, even beyond long double's range
+        with np.errstate(over="ignore"):  # overflows are refused below
+            if source.dtype.kind == "O":
+                fractions = np.vectorize(_is_fraction, otypes=[bool])(source)
+                source = np.vectorize(_exact_enough, otypes=[np.longdouble])(source)
+            if source.dtype.kind in "US":
+                source = source.astype(np.longdouble)
         with np.errstate(over="ignore", invalid="ignore"):
             rounded = source.astype(self.dtype)
-        overflowed = np.isfinite(source) & ~np.isfinite(rounded)
+        overflowed = (np.isfinite(source) | fractions) & ~np.isfinite(rounded)
         if overflowed.any():
             where = tuple(int(i) for i in np.argwhere(overflowed)[0])
+            value = source[where]
+            shown = f"{float(value):.6g}" if np.isfinite(value) else "beyond long double's range"
             raise InvalidInputError(
-                f"{name} {float(source[where]):.6g} at index {where} overflows {self.name} "
+                f"{name} {shown} at index {where} overflows {self.name} "
                 f"(largest finite {float(self._info.max):.6g})"
             )
         return rounded
@@ -270,11 +284,25 @@ def _rounded_fraction(bk: NativeFloatBackend, value: Fraction, name: str) -> np.
     return bk._rounded(value, name)
 
 
+def _is_fraction(x: object) -> bool:
+    return isinstance(x, Fraction)
+
+
 def _exact_enough(x: object) -> np.longdouble:
-    """One object as long double: p / q for a Fraction (no detour through float64)."""
-    if isinstance(x, Fraction):
-        return np.longdouble(x.numerator) / np.longdouble(x.denominator)
-    return np.longdouble(x)
+    """One object as long double, with no detour through float64: a Fraction p / q by one
+    division when long double holds p and q exactly, else through its decimal expansion
+    to LONG_DOUBLE_DIGITS significant digits (numbers of any size: an mpf's p and q may
+    have thousands of digits, far beyond what numpy converts)."""
+    if not isinstance(x, Fraction):
+        return np.longdouble(x)
+    p, q = x.numerator, x.denominator
+    if max(abs(p).bit_length(), q.bit_length()) <= LONG_DOUBLE_SIGNIFICAND:
+        return np.longdouble(p) / np.longdouble(q)
+    context = decimal.Context(prec=LONG_DOUBLE_DIGITS, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    value = context.divide(decimal.Decimal(p), decimal.Decimal(q))
+    with warnings.catch_warnings():  # beyond long double's range: inf (refused) or 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.longdouble(str(value))
 
 
 def tanh_gelu(x: np.ndarray) -> np.ndarray:

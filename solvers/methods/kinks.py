@@ -13,7 +13,7 @@ from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
 from solvers.integrators.events import crossings, locate_event
 
-Trial = Callable[[Array], Array]
+TrialStep = Callable[[Array], Array]
 """tau -> the state at t + tau along the step's frozen-pattern flow."""
 
 
@@ -49,7 +49,7 @@ class ActivationPattern:
         return self.flow.bk.asarray(self.positive.astype(np.float64))
 
     def cut(
-        self, t: Array, u: Array, size: Array, stepped: Array, trial: Trial
+        self, t: Array, u: Array, size: Array, stepped: Array, trial: TrialStep
     ) -> tuple[Array, Array, tuple | None]:
         """The step from (t, u) of `size` to `stepped`, cut at its first kink: (its size, the
         state, the unit that switched or None when no unit crosses). At a kink the pattern

@@ -1,5 +1,5 @@
 """What every stepping method is: one step over [t, t + h] of a layer's flow, and the
-equal-step crossing of a span that the layer loop asks for (docs/schemes.md section 1)."""
+equal-step crossing of a span that the layer loop asks for (docs/schemes.md section 5)."""
 
 from __future__ import annotations
 

@@ -96,7 +96,8 @@ def solve_reference(
 class _Run(SteppingMethod):
     """The reference over a whole problem as one method of the layer loop: one controller
     across the layers (its step size, column and global estimate carry over), its global
-    estimate recorded at every layer boundary."""
+    estimate recorded at every layer boundary. It only crosses spans: a single step of the
+    reference is ControlledReference.step."""
 
     name = "reference"
     order = math.inf
@@ -104,11 +105,6 @@ class _Run(SteppingMethod):
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
         self.errors = [0.0]
-
-    def step(
-        self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
-    ) -> Array:
-        return self.controller.cross(n, t, u, h, pattern)
 
     def advance(
         self, flow: LayerFlow, span: Span, u: Array, on_step: StepHook | None = None

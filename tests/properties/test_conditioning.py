@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import properties.conditioning.conditioning as conditioning
+import properties.conditioning.attention_conditioning as attention
+import properties.conditioning.projection_conditioning as projection
 from properties.claim_check import CheckVerdict
 from solvers import InvalidInputError, LayerWeights, TideError, backend
 from solvers.equation.operators import layer_norm
@@ -35,7 +36,7 @@ def assert_round_trips(result):
     ("sigma1", "sigma2", "offset", "d"), [(0.0, 1.0, 0.7, 16), (-1.5, 3.0, 40.0, 7)]
 )
 def test_layer_norm_lipschitz_grows_like_one_over_std_in_mpmath(sigma1, sigma2, offset, d):
-    result = conditioning.layer_norm_conditioning(
+    result = projection.layer_norm_conditioning(
         sigma1=sigma1, sigma2=sigma2, offset=offset, d=d, seed=3
     )
     assert result.verdict == CheckVerdict.HOLDS
@@ -60,7 +61,7 @@ def test_layer_norm_lipschitz_grows_like_one_over_std_in_mpmath(sigma1, sigma2, 
 def test_layer_norm_conditioning_in_float64(sigma1, sigma2, offset, d, seed):
     """Over four decades (1 .. 1e-4) float64 resolves every point; slope -1 at 5%."""
     stds = np.logspace(0, -4, 9)
-    result = conditioning.layer_norm_conditioning(
+    result = projection.layer_norm_conditioning(
         stds, sigma1=sigma1, sigma2=sigma2, offset=offset, d=d, seed=seed, precision="float64"
     )
     assert result.decades >= 4 and result.fitted == result.stds
@@ -72,11 +73,11 @@ def test_layer_norm_conditioning_in_float64(sigma1, sigma2, offset, d, seed):
 def test_float32_resolves_fewer_decades_and_says_so():
     """The derived rounding error of each point decides which are fitted: in float32 the
     cancellation near constant rows leaves only the larger stds."""
-    result = conditioning.layer_norm_conditioning(precision="float32", relative_step=1e-2)
+    result = projection.layer_norm_conditioning(precision="float32", relative_step=1e-2)
     dropped = [s for s in result.stds if s not in result.fitted]
     assert dropped and min(result.fitted) > max(dropped)
     rounding = dict(zip(result.stds, result.rounding, strict=True))
-    assert all(rounding[s] > conditioning.ROUNDING_LIMIT for s in dropped)
+    assert all(rounding[s] > projection.ROUNDING_LIMIT for s in dropped)
     # on the points it can resolve
     assert result.decades < 4 and result.verdict == CheckVerdict.HOLDS
     assert -1.05 <= result.slope <= -0.95
@@ -89,8 +90,8 @@ def test_a_layer_norm_with_eps_is_not_ill_conditioned(monkeypatch):
     def with_eps(bk, x, sigma1, sigma2):
         return layer_norm(bk, x, bk.asarray(sigma2), bk.asarray(sigma1), bk.asarray(1e-8))
 
-    monkeypatch.setattr(conditioning, "project_to_s1", with_eps)
-    result = conditioning.layer_norm_conditioning(precision="float64")
+    monkeypatch.setattr(projection, "project_to_s1", with_eps)
+    result = projection.layer_norm_conditioning(precision="float64")
     assert result.verdict == CheckVerdict.FAILS
     assert result.slope > -0.8
     assert result.lipschitz[-1] == pytest.approx(1 / math.sqrt(1e-12 + 1e-8), rel=1e-3)
@@ -124,7 +125,7 @@ def score_term_jacobian(layer, u):
 def test_tied_rows_never_saturate_and_the_constant_grows_linearly(rng):
     layer, u = tied_keys(rng)
     betas = 2.0 ** np.arange(0, 15)
-    result = conditioning.attention_conditioning(layer, u, betas)
+    result = attention.attention_conditioning(layer, u, betas)
     assert 0.95 <= result.growth_exponent <= 1.05
     assert result.growth.slope_interval[0] <= 1 <= result.growth.slope_interval[1] + 1e-4
     np.testing.assert_allclose(result.saturation, 1 / len(u), rtol=1e-9)
@@ -141,7 +142,7 @@ def test_tied_rows_never_saturate_and_the_constant_grows_linearly(rng):
 def test_generic_rows_saturate_to_hard_attention(rng):
     layer = LayerWeights.random(8, 2, 16, rng)
     u = rng.standard_normal((4, 8))
-    result = conditioning.attention_conditioning(layer, u)  # 1 .. 1024, three per octave
+    result = attention.attention_conditioning(layer, u)  # 1 .. 1024, three per octave
     # the smallest top-two score gap, computed here from the definition
     gaps = []
     for h in range(layer.heads):
@@ -175,10 +176,10 @@ def test_attention_conditioning_in_mpmath(rng):
     layer = LayerWeights.random(4, 1, 4, rng, d_k=2, d_v=2)
     u = rng.standard_normal((3, 4))
     betas = [1.0, 4.0, 16.0]
-    high = conditioning.attention_conditioning(
+    high = attention.attention_conditioning(
         layer, u, betas, precision=backend("mpmath", 30), relative_step=1e-8
     )
-    low = conditioning.attention_conditioning(layer, u, betas)
+    low = attention.attention_conditioning(layer, u, betas)
     np.testing.assert_allclose(high.lipschitz, low.lipschitz, rtol=1e-7)
     np.testing.assert_allclose(high.distance_to_hard, low.distance_to_hard, rtol=1e-9)
 
@@ -222,7 +223,7 @@ def test_fit_line_intervals(rng):
 )
 def test_layer_norm_conditioning_rejects(kwargs, message):
     with pytest.raises(InvalidInputError, match=re.escape(message)):
-        conditioning.layer_norm_conditioning(**kwargs)
+        projection.layer_norm_conditioning(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -246,7 +247,7 @@ def test_attention_conditioning_rejects(rng, change, message):
         **change,
     }
     with pytest.raises(InvalidInputError, match=re.escape(message)):
-        conditioning.attention_conditioning(**arguments)
+        attention.attention_conditioning(**arguments)
 
 
 @pytest.mark.parametrize("name", ["wq", "bk", "wo", "b2"])
@@ -256,6 +257,6 @@ def test_non_finite_weights_never_reach_a_measurement(rng, name):
     bad = np.array(getattr(layer, name))
     bad.flat[0] = np.nan
     with pytest.raises(TideError, match=f"{name} must be finite, got nan"):
-        conditioning.attention_conditioning(
+        attention.attention_conditioning(
             dataclasses.replace(layer, **{name: bad}), rng.standard_normal((3, 4))
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from fractions import Fraction
 
 import flint
@@ -337,3 +338,23 @@ def test_gelu_tanh_is_torchs_approximate_tanh():
     x = np.linspace(-8, 8, 1001)
     expected = torch.nn.functional.gelu(torch.tensor(x), approximate="tanh").numpy()
     assert np.abs(backend("float64").gelu_tanh(x) - expected).max() <= 8 * 2.0**-53 * 8
+
+
+def test_mpmath_numbers_round_once_into_the_binary_formats():
+    """mpmath travels as exact fractions: into long double each number is within half a
+    unit in the last place of the exact m 2^e (compared in rationals); numbers beyond long
+    double's range underflow to 0 or are refused as an overflow, without warnings."""
+    mp = backend("mpmath", 20)
+    with mp.active():
+        x = mp.asarray(np.random.default_rng(3).standard_normal(500)) / 7
+        tiny = mp.asarray(np.array([1e-300])) ** 17
+        huge = mp.asarray(np.array([1e300])) ** 17
+    for number, rounded in zip(x, convert(x, mp, "longdouble"), strict=True):
+        exact = Fraction(int(mpmath.ldexp(number, 200)), 2**200)  # exact: e > -200
+        half_ulp = Fraction(*np.spacing(abs(rounded)).as_integer_ratio()) / 2
+        assert abs(Fraction(*rounded.as_integer_ratio()) - exact) <= half_ulp
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert convert(tiny, mp, "float64")[0] == 0
+        with pytest.raises(InvalidInputError, match="overflows float64"):
+            convert(huge, mp, "float64")
