@@ -162,7 +162,9 @@ def lie_layer_rounding_bound(
     bk64 = backend("float64")
     w = layer.on(bk64)
     eps = layer.eps
-    ffn_lipschitz = dt * np.linalg.norm(layer.w1, 2) * np.linalg.norm(layer.w2, 2)
+    ffn_lipschitz = (
+        dt * layer.activation_lipschitz * np.linalg.norm(layer.w1, 2) * np.linalg.norm(layer.w2, 2)
+    )
 
     def ln(x: np.ndarray, which: tuple) -> np.ndarray:
         return layer_norm(bk64, x, *which, eps)
@@ -243,7 +245,9 @@ def solve_rounding_bound(
     tableau = method.tableau
     stages = len(tableau.b)
     weight = float(sum(abs(b) for b in tableau.b))
-    ffn_lipschitz = np.linalg.norm(layer.w1, 2) * np.linalg.norm(layer.w2, 2)
+    ffn_lipschitz = (
+        layer.activation_lipschitz * np.linalg.norm(layer.w1, 2) * np.linalg.norm(layer.w2, 2)
+    )
     local, jacobians = [], []
     if method.enters_constraint_set and problem.norm == "post":
         method.enter(flow, 0, problem.initial_state(bk64))  # records its rounding

@@ -70,6 +70,7 @@ class WeightNorms:
         self.wo = [spectral(w) for w in layer.wo]
         self.wo_stacked = spectral(layer.wo.reshape(layer.heads * layer.d_v, layer.d_model))
         self.w1, self.w2 = spectral(layer.w1), spectral(layer.w2)
+        self.activation = layer.activation_lipschitz
         self.bo = float(np.linalg.norm(layer.bo)) + slack
         self.b1 = float(np.linalg.norm(layer.b1)) + slack
         self.b2 = float(np.linalg.norm(layer.b2)) + slack
@@ -77,12 +78,14 @@ class WeightNorms:
 
     @property
     def ffn_lipschitz(self) -> float:
-        """L_F = ||W1|| ||W2|| (relu is 1-Lipschitz entrywise)."""
-        return self.w1 * self.w2
+        """L_F = L_sigma ||W1|| ||W2||, L_sigma the activation's Lipschitz constant (1 for
+        relu; solvers.equation.weights.ACTIVATION_LIPSCHITZ)."""
+        return self.activation * self.w1 * self.w2
 
     def row_growth(self) -> tuple[float, float]:
         """(a, b) with D+ max_i |u_i| <= a max_i |u_i| + b for the field A + F (no norm)."""
-        rate = sum(o * v for o, v in zip(self.wo, self.wv, strict=True)) + self.ffn_lipschitz
+        # |sigma(z)| <= |z| for every activation: |F(x)| <= ||W2|| (||W1|| |x| + |b1|) + |b2|
+        rate = sum(o * v for o, v in zip(self.wo, self.wv, strict=True)) + self.w1 * self.w2
         offset = (
             sum(o * b for o, b in zip(self.wo, self.bv, strict=True))
             + self.bo
@@ -166,8 +169,10 @@ def _attention_sensitivity(norms: WeightNorms, rows: RowSet) -> list[float]:
 
 
 def _ffn_sensitivity(norms: WeightNorms, rows: RowSet) -> list[float]:
-    """Coefficients c_k of the per-row bound on |F_theta - F_theta'|."""
-    return [norms.w2 * rows.largest, norms.w2, norms.hidden_size(rows), 1.0]  # w1 b1 w2 b2
+    """Coefficients c_k of the per-row bound on |F_theta - F_theta'| (|sigma(z)| <= |z| and
+    sigma L_sigma-Lipschitz)."""
+    through_w1 = norms.activation * norms.w2
+    return [through_w1 * rows.largest, through_w1, norms.hidden_size(rows), 1.0]  # w1 b1 w2 b2
 
 
 def control_sensitivity(

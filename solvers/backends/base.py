@@ -176,6 +176,11 @@ class Backend(ABC):
         """GELU's tanh form a (1 + tanh(sqrt(2 / pi) (a + 0.044715 a^3))) / 2 elementwise
         (torch's approximate="tanh", GPT-2's "gelu_new"), the decimal 0.044715 exact."""
 
+    def silu(self, a: Array) -> Array:
+        """silu(x) = x / (1 + exp(-x)) (the Llama family's activation, smooth), in this
+        system's own arithmetic: exp at the working precision."""
+        return a / (1 + self.exp(-a))
+
     @abstractmethod
     def sum(self, a: Array, axis: int) -> Array:
         """Sum along `axis`, keeping the axis."""

@@ -158,6 +158,13 @@ class NativeFloatBackend(Backend):
         wide = np.asarray(a, dtype=np.float64)  # evaluated in float64, rounded to the format
         return (wide * (1 + scipy.special.erf(wide / np.sqrt(2))) / 2).astype(self.dtype)
 
+    def silu(self, a: Array) -> Array:
+        """Evaluated in float64 and rounded to the format (exp(-x) overflows to inf for
+        x < -709, where silu(x) is -0 to float64's precision)."""
+        wide = np.asarray(a, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            return (wide / (1 + np.exp(-wide))).astype(self.dtype)
+
     def gelu_tanh(self, a: Array) -> Array:
         """Evaluated in float64 and rounded to the format."""
         return tanh_gelu(np.asarray(a, dtype=np.float64)).astype(self.dtype)

@@ -13,7 +13,7 @@ from solvers.backends.floats import NativeFloatBackend, tanh_gelu
 
 class LongDoubleBackend(NativeFloatBackend):
     """np.longdouble: its numbers are wider than float64, so they travel as exact decimal
-    expansions, 1 / sqrt(n) and tanh-GELU are evaluated in long double, and erf (float64
+    expansions, 1 / sqrt(n), tanh-GELU and silu are evaluated in long double, and erf (float64
     only in scipy) comes from mpmath. expm runs in float64 and is rounded to the format."""
 
     def __init__(self) -> None:
@@ -34,6 +34,11 @@ class LongDoubleBackend(NativeFloatBackend):
             ]
         phi = (1 + np.array(erf, dtype=self.dtype).reshape(np.shape(a))) / 2
         return a * phi
+
+    def silu(self, a: Array) -> Array:
+        x = np.asarray(a, dtype=self.dtype)
+        with np.errstate(over="ignore"):
+            return x / (1 + np.exp(-x))
 
     def gelu_tanh(self, a: Array) -> Array:
         return tanh_gelu(np.asarray(a, dtype=self.dtype))

@@ -102,13 +102,13 @@ def combine_heads(bk: Backend, outputs: Array, layer: BackendLayer) -> Array:
 
 def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | None = None) -> Array:
     """F(U) = sigma(U W1 + b1) W2 + b2 with sigma = relu, the projection onto {z >= 0}, or
-    (layer.activation "gelu") GELU(z) = z Phi(z), or ("gelu-tanh") its tanh form, both
-    smooth (`activate`). Defined for all U.
+    (layer.activation "gelu") GELU(z) = z Phi(z), ("gelu-tanh") its tanh form, or ("silu")
+    z / (1 + exp(-z)), all three smooth (`activate`). Defined for all U.
 
     With `pattern` (0/1 entries of the shape of U W1 + b1) relu is replaced by the product
     with that fixed activation pattern: the analytic continuation of F from the region where
-    exactly those pre-activations are positive, which event location integrates. GELU has
-    no kinks, so a pattern is ignored.
+    exactly those pre-activations are positive, which event location integrates. The smooth
+    activations have no kinks, so a pattern is ignored.
     """
     if layer.activation == "relu" and pattern is not None:
         hidden = hidden_preactivations(bk, u, layer) * pattern
@@ -122,11 +122,12 @@ def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | No
 def activate(bk: Backend, activation: str, z: Array, bias: Array) -> Array:
     """sigma(z + b) for the FFN's activation (solvers.equation.weights.ACTIVATIONS), the bias b
     along the last axis: relu (max(z + b, 0), in one pass written into z), gelu
-    (x Phi(x) at x = z + b) or gelu-tanh (GELU's tanh form)."""
+    (x Phi(x) at x = z + b), gelu-tanh (GELU's tanh form) or silu (x / (1 + exp(-x)))."""
     if activation == "relu":
         return bk.bias_relu_(z, bias)
     z += bias
-    return bk.gelu(z) if activation == "gelu" else bk.gelu_tanh(z)
+    smooth = {"gelu": bk.gelu, "gelu-tanh": bk.gelu_tanh, "silu": bk.silu}
+    return smooth[activation](z)
 
 
 def layer_norm(

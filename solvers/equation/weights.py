@@ -34,10 +34,15 @@ from solvers.validation import finite_array, positive_int
 
 MAPS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
 """A layer's attention and FFN maps and biases: every array but the norms."""
-ACTIVATIONS = ("relu", "gelu", "gelu-tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu-tanh", "silu")
 """The FFN's activation: relu (the projection onto the orthant, the paper's), gelu
-(x Phi(x), smooth: BERT's and the Vision Transformer's) or gelu-tanh (GELU's tanh form,
-GPT-2's; docs/model.md section 1)."""
+(x Phi(x), smooth: BERT's and the Vision Transformer's), gelu-tanh (GELU's tanh form,
+GPT-2's; docs/model.md section 1) or silu (x / (1 + exp(-x)), smooth: the Llama family's;
+docs/model.md section 7)."""
+ACTIVATION_LIPSCHITZ = {"relu": 1.0, "gelu": 1.129, "gelu-tanh": 1.129, "silu": 1.1}
+"""sup |sigma'| of each activation, rounded up: relu 1; gelu Phi(x) + x phi(x) is largest
+at x = sqrt(2), 1.12890...; its tanh form 1.12899... near x = 1.4185; silu 1.09984... near
+x = 2.3994. Every one also has |sigma(z)| <= |z|, which the bounds use for sizes."""
 
 
 def torch_style_norm(gain: np.ndarray, bias: np.ndarray) -> tuple[Any, Any]:
@@ -181,6 +186,11 @@ class LayerWeights:
     @property
     def d_ff(self) -> int:
         return self.w1.shape[1]
+
+    @property
+    def activation_lipschitz(self) -> float:
+        """The Lipschitz constant of the FFN's activation (ACTIVATION_LIPSCHITZ)."""
+        return ACTIVATION_LIPSCHITZ[self.activation]
 
     @property
     def attention_scale(self) -> float:

@@ -38,6 +38,7 @@ HF_ACTIVATIONS = {
     "relu": "relu",
     "gelu_new": "gelu-tanh",
     "gelu_pytorch_tanh": "gelu-tanh",
+    "silu": "silu",
 }
 """Hugging Face activation names and the suite's (docs/model.md section 1)."""
 

@@ -92,11 +92,13 @@ def _layer_weights(index: int, layer: Any) -> LayerWeights:
         and chosen.keywords == {"approximate": "tanh"}
     ):
         activation = "gelu-tanh"
+    elif chosen is functional.silu or isinstance(chosen, torch.nn.SiLU):
+        activation = "silu"
     else:
         raise InvalidInputError(
             f"layer {index}: activation {layer.activation!r} is not supported; only relu "
-            "(the projection onto the non-negative orthant), exact gelu, and gelu's tanh form "
-            "as functools.partial(F.gelu, approximate='tanh') (torch's fast path runs an "
+            "(the projection onto the non-negative orthant), exact gelu, silu, and gelu's tanh "
+            "form as functools.partial(F.gelu, approximate='tanh') (torch's fast path runs an "
             "nn.GELU('tanh') module as the exact gelu)"
         )
     attn = layer.self_attn
@@ -148,9 +150,9 @@ def from_torch(module: Any) -> list[LayerWeights]:
     """The LayerWeights of a torch TransformerEncoderLayer, or of each layer of a
     TransformerEncoder or of a list (ModuleList) of encoder layers.
 
-    relu, exact gelu and gelu's tanh form (see `_torch_activation`) are accepted; dropout is
-    ignored (the model is read as in eval mode). Whether the layers are pre- or post-LN is
-    given by `torch_norm_placement`.
+    relu, exact gelu, silu and gelu's tanh form (see `_torch_activation`) are accepted;
+    dropout is ignored (the model is read as in eval mode). Whether the layers are pre- or
+    post-LN is given by `torch_norm_placement`.
     """
     return [_layer_weights(n, layer) for n, layer in enumerate(_encoder_layers(module))]
 
@@ -234,6 +236,8 @@ def _torch_activation(torch: Any, activation: str) -> Any:
     module: torch's fast path treats every nn.GELU as the exact one."""
     if activation == "gelu-tanh":
         return functools.partial(torch.nn.functional.gelu, approximate="tanh")
+    if activation == "silu":
+        return torch.nn.functional.silu
     return activation
 
 

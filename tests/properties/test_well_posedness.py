@@ -31,11 +31,12 @@ from properties.well_posedness.dependence_sweep import (
     continuous_dependence_sweep,
 )
 from properties.well_posedness.gronwall import GronwallBound, LayerBound, gronwall_bound
+from properties.well_posedness.layer_bounds import WeightNorms
 from properties.well_posedness.perturbations import PERTURBED_ARRAYS
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, TideError, backend
 from solvers.equation.exact import uniform_attention_solution
 from solvers.equation.flow import LayerFlow
-from solvers.equation.operators import project_to_s1
+from solvers.equation.operators import feed_forward, project_to_s1
 from solvers.results.records import from_json, to_json
 from solvers.solving import solve
 from tests.exact_layers import uniform_attention_layer
@@ -425,3 +426,27 @@ def test_a_non_finite_weight_is_named(small_problem, name):
         continuous_dependence(
             small_problem, control_directions=[[{name: broken - getattr(layer, name)}]]
         )
+
+
+STEEPEST = {"gelu": math.sqrt(2), "gelu-tanh": 1.4185040, "silu": 2.3993573}
+"""Where each smooth activation's slope is largest (sup sigma', a root of sigma'')."""
+
+
+@pytest.mark.parametrize("activation", sorted(STEEPEST))
+def test_the_ffn_lipschitz_constant_covers_a_smooth_activations_steepest_slope(activation):
+    """F(x) = sigma(x W1 + b1) W2 with d = d_ff = 1, W1 = W2 = 1 and b1 at the steepest
+    point: F's slope at 0 is sup sigma' > 1 = ||W1|| ||W2||, the relu constant. The field's
+    Lipschitz constant the bounds use covers it."""
+    layer = dataclasses.replace(
+        LayerWeights.random(1, 1, 1, 0, activation=activation),
+        w1=np.ones((1, 1)),
+        b1=np.array([STEEPEST[activation]]),
+        w2=np.ones((1, 1)),
+        b2=np.zeros(1),
+    )
+    bk, h = backend("float64"), 1e-6
+    w = layer.on(bk)
+    slope = feed_forward(bk, np.full((1, 1), h), w) - feed_forward(bk, np.full((1, 1), -h), w)
+    slope = float(slope[0, 0]) / (2 * h)
+    assert slope > 1.09 * np.linalg.norm(layer.w1, 2) * np.linalg.norm(layer.w2, 2)
+    assert slope <= WeightNorms(layer, 0.0).ffn_lipschitz

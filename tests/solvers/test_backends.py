@@ -24,6 +24,7 @@ from solvers import (
 )
 from solvers.backends import convert
 from solvers.backends.base import ball_midpoints
+from solvers.equation.weights import ACTIVATION_LIPSCHITZ
 from solvers.errors import NumericalBreakdownError
 from tests.precisions import ALL_PRECISIONS
 
@@ -330,6 +331,51 @@ def test_gelu_tanh_is_gpt2s_form_to_the_formats_rounding(bk):
             exact = t * (1 + mpmath.tanh(root * (t + mpmath.mpf("0.044715") * t**3))) / 2
             error = abs(mpmath.mpf(str(computed)) - exact)
             assert error <= 8 * bk.unit_roundoff * max(abs(exact), 1), (given, error)
+
+
+@pytest.mark.parametrize("bk", ALL_PRECISIONS, ids=repr)
+def test_silu_is_x_over_one_plus_exp_minus_x_to_the_formats_rounding(bk):
+    """silu(x) = x / (1 + exp(-x)) against mpmath at 60 digits, within 4 u of
+    max(|silu(x)|, u) (exp, the sum and the division round a few times); exp(800) does
+    not overflow the answer, which is -0 to any format's precision."""
+    x = np.array([-800.0, -6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0])
+    with bk.active():
+        strings = bk.to_strings(bk.silu(bk.asarray(x)))
+    inputs = ball_midpoints(bk.to_strings(bk.to_output(bk.asarray(x))))
+    with mpmath.workdps(60):
+        for given, computed in zip(inputs, ball_midpoints(strings), strict=True):
+            t = mpmath.mpf(str(given))
+            exact = t / (1 + mpmath.exp(-t))
+            error = abs(mpmath.mpf(str(computed)) - exact)
+            assert error <= 4 * bk.unit_roundoff * max(abs(exact), 1), (given, error)
+
+
+def test_silu_is_torchs():
+    import torch
+
+    x = np.linspace(-30, 30, 2001)
+    expected = torch.nn.functional.silu(torch.tensor(x)).numpy()
+    assert np.abs(backend("float64").silu(x) - expected).max() <= 4 * 2.0**-53 * 30
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATION_LIPSCHITZ))
+def test_each_activation_lipschitz_constant_bounds_its_slope_tightly(activation):
+    """ACTIVATION_LIPSCHITZ is an upper bound on |sigma'| (central differences of the
+    float64 activation on a fine grid over [-10, 10], where the extremes lie) and within
+    1e-3 of it; |sigma(z)| <= |z| as the bounds assume."""
+    bk = backend("float64")
+    z = np.linspace(-10, 10, 200_001)
+    sigma = {
+        "relu": lambda v: np.maximum(v, 0),
+        "gelu": bk.gelu,
+        "gelu-tanh": bk.gelu_tanh,
+        "silu": bk.silu,
+    }[activation]
+    h = 1e-5
+    slope = np.abs(sigma(z + h) - sigma(z - h)) / (2 * h)
+    bound = ACTIVATION_LIPSCHITZ[activation]
+    assert slope.max() <= bound * (1 + 1e-9) and bound <= slope.max() + 1e-3  # 1e-9: rounding
+    assert np.all(np.abs(sigma(z)) <= np.abs(z) + 1e-15)
 
 
 def test_gelu_tanh_is_torchs_approximate_tanh():

@@ -137,17 +137,18 @@ def test_an_encoder_with_a_final_norm_is_converted_as_its_message_says():
     assert np.max(np.abs(got - expected)) <= 1e-13 * np.max(np.abs(expected))
 
 
+@pytest.mark.parametrize("activation", ["gelu-tanh", "silu"])
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_gelu_tanh_layers_go_to_torch_and_back(norm):
-    """GELU's tanh form (GPT-2's): the Lie scheme at dt = 1 is torch's encoder carrying it,
-    and from_torch reads it back."""
+def test_smooth_activations_go_to_torch_and_back(norm, activation):
+    """GELU's tanh form (GPT-2's) and silu (the Llama family's): the Lie scheme at dt = 1 is
+    torch's encoder carrying it, and from_torch reads it back."""
     rng = np.random.default_rng(4)
     layers = [
-        dataclasses.replace(LayerWeights.random(8, 2, 16, rng), activation="gelu-tanh")
+        dataclasses.replace(LayerWeights.random(8, 2, 16, rng), activation=activation)
         for _ in range(2)
     ]
     u0 = rng.standard_normal((2, 5, 8))
     expected = torch_forward(layers, u0, norm)
     got = solve(Problem(u0, PiecewiseControls(layers), 2, norm=norm), backend="float64")
     assert np.abs(got - expected).max() <= 1e-13 * np.abs(expected).max()
-    assert [w.activation for w in from_torch(to_torch(layers, norm))] == ["gelu-tanh"] * 2
+    assert [w.activation for w in from_torch(to_torch(layers, norm))] == [activation] * 2
