@@ -13,11 +13,12 @@ from solvers.methods.stepping import SteppingMethod
 def check_solvable(problem: Problem, method: SteppingMethod) -> None:
     """Raise InvalidInputError unless `method` can solve `problem`.
 
-    The Lie scheme "lie" is the Transformer itself and steps any layers. Every other
-    method steps the continuous flow, which for post-LN lives on the set of each layer's
-    norm2 and needs scalar norms with a positive gain (docs/limits.md sections 1 to 3):
-    per-feature gains or biases make the refined layers collapse onto fixed points of
-    the norm maps, so there is no flow to solve (docs/limits.md section 4;
+    A method that does not enter the constraint set (the Lie scheme "lie", the Transformer
+    itself) steps any layers. Every other method steps the continuous flow, which for
+    post-LN lives on the set of each layer's norm2 and needs scalar norms with a positive
+    gain (docs/limits.md sections 1 to 3): per-feature gains or biases make the refined
+    layers collapse onto fixed points of the norm maps, so there is no flow to solve
+    (docs/limits.md section 4;
     convergence.limit.limit_check measures the collapse); two different norms with
     eps > 0 converge to the flow of `convergence.layer_norm_eps.lie_limit(problem)`,
     which is what to solve instead (docs/limits.md section 2).
