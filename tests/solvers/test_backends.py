@@ -300,54 +300,44 @@ def test_arb_certifies_a_result_that_is_exactly_zero():
     assert all(ball.is_zero() for ball in zero)
 
 
+def _gelu(t):
+    return t * (1 + mpmath.erf(t / mpmath.sqrt(2))) / 2
+
+
+def _gelu_tanh(t):
+    root = mpmath.sqrt(2 / mpmath.pi)
+    return t * (1 + mpmath.tanh(root * (t + mpmath.mpf("0.044715") * t**3))) / 2
+
+
+def _silu(t):
+    return t / (1 + mpmath.exp(-t))
+
+
+INPUTS = (-6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0)
+SMOOTH_ACTIVATIONS = {
+    "gelu": (_gelu, 4, INPUTS),  # erf and the products round a few times
+    "gelu_tanh": (_gelu_tanh, 8, INPUTS),  # the cubic, tanh and the products
+    "silu": (_silu, 4, (-800.0, *INPUTS)),  # exp, the sum and the division
+}
+"""Each backend method's exact value (mpmath), its allowance in units of u, its inputs."""
+
+
+@pytest.mark.parametrize("activation", sorted(SMOOTH_ACTIVATIONS))
 @pytest.mark.parametrize("bk", ALL_PRECISIONS, ids=repr)
-def test_gelu_is_x_phi_of_x_to_the_formats_rounding(bk):
-    """GELU(x) = x (1 + erf(x / sqrt 2)) / 2 against mpmath at 60 digits: within 4 u of
-    max(|GELU(x)|, u) (erf and the products round a few times)."""
-    x = np.array([-6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0])
+def test_smooth_activations_to_the_formats_rounding(bk, activation):
+    """GELU x Phi(x), GPT-2's tanh form and silu x / (1 + exp(-x)) against mpmath at 60
+    digits, within the allowance of u times max(|value|, 1); silu's exp(800) does not
+    overflow the answer, which is -0 to any format's precision."""
+    exact_of, allowance, points = SMOOTH_ACTIVATIONS[activation]
+    x = np.array(points)
     with bk.active():
-        strings = bk.to_strings(bk.gelu(bk.asarray(x)))
+        strings = bk.to_strings(getattr(bk, activation)(bk.asarray(x)))
     inputs = ball_midpoints(bk.to_strings(bk.to_output(bk.asarray(x))))
     with mpmath.workdps(60):
         for given, computed in zip(inputs, ball_midpoints(strings), strict=True):
-            t = mpmath.mpf(str(given))
-            exact = t * (1 + mpmath.erf(t / mpmath.sqrt(2))) / 2
+            exact = exact_of(mpmath.mpf(str(given)))
             error = abs(mpmath.mpf(str(computed)) - exact)
-            assert error <= 4 * bk.unit_roundoff * max(abs(exact), 1), (given, error)
-
-
-@pytest.mark.parametrize("bk", ALL_PRECISIONS, ids=repr)
-def test_gelu_tanh_is_gpt2s_form_to_the_formats_rounding(bk):
-    """x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 against mpmath at 60 digits, within
-    8 u of max(|value|, 1) (the cubic, tanh and the products round a few times)."""
-    x = np.array([-6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0])
-    with bk.active():
-        strings = bk.to_strings(bk.gelu_tanh(bk.asarray(x)))
-    inputs = ball_midpoints(bk.to_strings(bk.to_output(bk.asarray(x))))
-    with mpmath.workdps(60):
-        root = mpmath.sqrt(2 / mpmath.pi)
-        for given, computed in zip(inputs, ball_midpoints(strings), strict=True):
-            t = mpmath.mpf(str(given))
-            exact = t * (1 + mpmath.tanh(root * (t + mpmath.mpf("0.044715") * t**3))) / 2
-            error = abs(mpmath.mpf(str(computed)) - exact)
-            assert error <= 8 * bk.unit_roundoff * max(abs(exact), 1), (given, error)
-
-
-@pytest.mark.parametrize("bk", ALL_PRECISIONS, ids=repr)
-def test_silu_is_x_over_one_plus_exp_minus_x_to_the_formats_rounding(bk):
-    """silu(x) = x / (1 + exp(-x)) against mpmath at 60 digits, within 4 u of
-    max(|silu(x)|, u) (exp, the sum and the division round a few times); exp(800) does
-    not overflow the answer, which is -0 to any format's precision."""
-    x = np.array([-800.0, -6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0])
-    with bk.active():
-        strings = bk.to_strings(bk.silu(bk.asarray(x)))
-    inputs = ball_midpoints(bk.to_strings(bk.to_output(bk.asarray(x))))
-    with mpmath.workdps(60):
-        for given, computed in zip(inputs, ball_midpoints(strings), strict=True):
-            t = mpmath.mpf(str(given))
-            exact = t / (1 + mpmath.exp(-t))
-            error = abs(mpmath.mpf(str(computed)) - exact)
-            assert error <= 4 * bk.unit_roundoff * max(abs(exact), 1), (given, error)
+            assert error <= allowance * bk.unit_roundoff * max(abs(exact), 1), (given, error)
 
 
 def test_silu_is_torchs():
