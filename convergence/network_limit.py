@@ -28,7 +28,7 @@ from convergence.limit import LimitCheck, limit_check
 from convergence.order import OrderEstimate, estimate_order
 from solvers import Problem, solve, solve_reference
 from solvers.equation.controls import SmoothControls
-from solvers.equation.weights import MAPS, LayerWeights
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError, UndefinedOperationError
 from solvers.network.model import Model
 from solvers.network.readout import Judged
@@ -111,7 +111,7 @@ def depth_change(layers: Sequence[LayerWeights]) -> list[float]:
     """Relative Frobenius change of all of a layer's weights from one layer to the next."""
 
     def flat(w: LayerWeights) -> np.ndarray:
-        parts = [getattr(w, name) for name in MAPS]
+        parts = [getattr(w, name) for name in w.map_names]
         parts += [np.broadcast_to(v, (w.d_model,)) for v in (*w.norm1, *w.norm2)]
         return np.concatenate([np.ravel(p) for p in parts])
 

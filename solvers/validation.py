@@ -113,3 +113,10 @@ def choice(name: str, value: object, allowed: Sequence[str]) -> str:
             f"unknown {name} {value!r}; allowed: {', '.join(repr(a) for a in allowed)}"
         )
     return value  # type: ignore[return-value]
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """A read-only float64 copy: weights and data cannot change under a per-backend cache."""
+    array = np.array(array, dtype=np.float64)
+    array.flags.writeable = False
+    return array

@@ -121,6 +121,7 @@ def attention_conditioning(
     3); relative_step > 0.
     """
     layer = checked_layer(layer)
+    layer.refuse_decoder_parts("attention conditioning (docs/rounding.md section 5)")
     u = finite_array("u", u, (None, layer.d_model))
     if u.shape[0] == 0:
         raise InvalidInputError("u must have at least one token (row), got 0")

@@ -52,6 +52,7 @@ def head_magnitudes(
     """Per head, in float64: Q, K, V = U W + b, P = softmax(s Q K^T + B), the magnitudes
     Mq, Mk, Mv = |U| |W| + |b| and s Mq Mk^T + |B| (finite B). Domain: finite U (..., N, d).
     """
+    layer.refuse_decoder_parts("the rounding bounds (docs/rounding.md)")
 
     def head_map(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.einsum("...nd,hde->...hne", x, w) + b[:, None, :]
@@ -109,6 +110,7 @@ def attention_lipschitz_bound(u: np.ndarray, layer: LayerWeights, bias: np.ndarr
     """Bound on the local Lipschitz constant of A at U in the largest row 2-norm:
     sum_h |Wo_h| (|Wv_h| + s max_i sum_j P_ij |V_j - Vbar_i| max_j (|Wq_h| |K_j| + |Q_i|
     |Wk_h|)) (docs/rounding.md section 4)."""
+    layer.refuse_decoder_parts("the rounding bounds (docs/rounding.md)")
     heads = head_magnitudes(u, layer, bias)
     total = 0.0
     for h in range(layer.heads):
@@ -126,6 +128,7 @@ def attention_lipschitz_bound(u: np.ndarray, layer: LayerWeights, bias: np.ndarr
 def feed_forward_rounding_bound(u: np.ndarray, layer: LayerWeights, unit: float) -> np.ndarray:
     """Elementwise bound on |F^(U) - F(U)|: (gamma_{m+1} + gamma_{d+1}) (Mh |W2| + |b2|),
     Mh = |U| |W1| + |b1| (docs/rounding.md section 3)."""
+    layer.refuse_decoder_parts("the rounding bounds (docs/rounding.md)")
     hidden = np.abs(u) @ np.abs(layer.w1) + np.abs(layer.b1)
     constant = rounding_gamma(layer.d_ff + 1, unit) + rounding_gamma(layer.d_model + 1, unit)
     return constant * (hidden @ np.abs(layer.w2) + np.abs(layer.b2))
@@ -159,6 +162,7 @@ def lie_layer_rounding_bound(
     """Largest row 2-norm of the rounding error of one Lie layer: the local bounds carried
     through the sub-steps, each multiplying the error so far by its Lipschitz bound
     (docs/rounding.md section 4)."""
+    layer.refuse_decoder_parts("the rounding bounds (docs/rounding.md)")
     bk64 = backend("float64")
     w = layer.on(bk64)
     eps = layer.eps

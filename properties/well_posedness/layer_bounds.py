@@ -57,6 +57,7 @@ class WeightNorms:
     of the ball of weights the bound covers)."""
 
     def __init__(self, layer: LayerWeights, slack: float) -> None:
+        layer.refuse_decoder_parts("the well-posedness bounds (docs/well-posedness.md)")
         self.layer, self.slack = layer, slack
         self.heads = layer.heads
         self.scale = layer.attention_scale

@@ -200,6 +200,13 @@ class Backend(ABC):
         centred = a - mean
         return mean, self.sum(centred * centred * weights, -1)
 
+    def mean_square(self, a: Array, weights: Array | None = None) -> Array:
+        """rms(a)^2 over the last axis (axis kept): sum(a^2) / d, or sum(w a^2) with quadrature
+        `weights` w summing to 1; the RMSNorm statistic (docs/model.md section 7)."""
+        if weights is None:
+            return self.sum(a * a, -1) / a.shape[-1]
+        return self.sum(a * a * weights, -1)
+
     def normalise_rows(
         self, u: Array, mean: Array, variance: Array, eps: Array, gain: Array, bias: Array
     ) -> Array:

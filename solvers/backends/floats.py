@@ -285,6 +285,12 @@ class MixedPrecisionBackend(NativeFloatBackend):
         variance = np.average(centred * centred, axis=-1, weights=weights, keepdims=True)
         return mean.astype(self.dtype), variance.astype(self.dtype)
 
+    def mean_square(self, a: Array, weights: Array | None = None) -> Array:
+        wide = np.asarray(a, np.float32)
+        weights = None if weights is None else np.asarray(weights, np.float32)
+        square = np.average(wide * wide, axis=-1, weights=weights, keepdims=True)
+        return square.astype(self.dtype)
+
 
 @functools.lru_cache(maxsize=4096)
 def _rounded_fraction(bk: NativeFloatBackend, value: Fraction, name: str) -> np.ndarray:

@@ -20,7 +20,8 @@ from fractions import Fraction
 import numpy as np
 
 from solvers.backends import Array, Backend
-from solvers.equation.weights import BackendLayer, LayerWeights
+from solvers.equation.packed import BackendLayer
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
 
 
@@ -79,8 +80,9 @@ class PiecewiseControls:
 class SmoothControls:
     """theta(t) = sum_m l_m(t) theta_m on [0, horizon]: Lagrange interpolation in time.
 
-    The keyframes must share every size, the number of heads, the activation and eps (which is not
-    interpolated). Norms that are the same in all keyframes stay constant; otherwise
+    The keyframes must share every size, the numbers of heads, the activation, eps and the
+    decoder parts (gating, norm kind, rotary base and factor), none of which is
+    interpolated. Norms that are the same in all keyframes stay constant; otherwise
     they move with t, and post-LN flows follow the moving constraint set.
     """
 
@@ -89,19 +91,11 @@ class SmoothControls:
     ) -> None:
         self.keyframes = _check_layers(keyframes, "SmoothControls")
         first = self.keyframes[0]
-        shape = (first.heads, first.d_k, first.d_v, first.d_ff, first.eps, first.activation)
         for m, frame in enumerate(self.keyframes):
-            if (
-                frame.heads,
-                frame.d_k,
-                frame.d_v,
-                frame.d_ff,
-                frame.eps,
-                frame.activation,
-            ) != shape:
+            if _kind(frame) != _kind(first):
                 raise InvalidInputError(
-                    f"keyframe {m} differs from keyframe 0 in heads, d_k, d_v, d_ff, eps or "
-                    "activation"
+                    f"keyframe {m} differs from keyframe 0 in heads, key-value heads, d_k, d_v, "
+                    "d_ff, eps, activation, gating, norm kind or rotary positions"
                 )
         if len(times) != len(self.keyframes):
             raise InvalidInputError(
@@ -160,7 +154,7 @@ class SmoothControls:
         combined = {}
         for field in fields(BackendLayer):
             values = [getattr(p, field.name) for p in packed]
-            if field.name in ("heads", "d_k", "d_v", "eps", "activation"):
+            if field.name in BackendLayer.STATIC or values[0] is None:
                 combined[field.name] = values[0]
             elif field.name in ("norm1", "norm2"):
                 combined[field.name] = tuple(
@@ -188,6 +182,23 @@ class SmoothControls:
 
     def __repr__(self) -> str:
         return f"SmoothControls({len(self.keyframes)} keyframes, horizon {self.horizon})"
+
+
+def _kind(w: LayerWeights) -> tuple:
+    """What keyframes must share: every size and every part that is not interpolated."""
+    return (
+        w.heads,
+        w.kv_heads,
+        w.d_k,
+        w.d_v,
+        w.d_ff,
+        w.eps,
+        w.activation,
+        w.gated,
+        w.norm_kind,
+        w.rope_theta,
+        w.rope_factor,
+    )
 
 
 def _combine(coefficients: list[Array], values: list[Array]) -> Array:

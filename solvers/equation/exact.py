@@ -37,6 +37,7 @@ def uniform_attention_solution(problem: Problem, bk: Backend) -> Array:
             "weights and no token maps"
         )
     for n, w in enumerate(problem.controls.layers):
+        w.refuse_decoder_parts(f"the uniform-attention solution (layer {n})")
         # Wk = 0 makes every key the constant bk; Wq = bq = 0 makes every query 0
         uniform = not w.wk.any() or (not w.wq.any() and not w.bq.any())
         ffn_off = not w.w2.any() and not w.b2.any()

@@ -15,15 +15,17 @@ from solvers.equation.controls import Controls
 from solvers.equation.manufactured import ManufacturedSolution
 from solvers.equation.operators import (
     LAYER_NORMS,
+    NORMS,
     TokenMap,
     attention,
     feed_forward,
     hidden_preactivations,
-    layer_norm,
     tangent_projection,
 )
+from solvers.equation.packed import BackendLayer
 from solvers.equation.problem import Problem
-from solvers.equation.weights import BackendLayer
+from solvers.equation.rotary import rotary_tables
+from solvers.errors import InvalidInputError
 from solvers.validation import choice
 
 
@@ -35,7 +37,9 @@ class LayerFlow:
     weights w^y of the norms' statistics (float64 or None: 1/d each), a manufactured
     solution whose forcing joins the attention term, and which tokens are real (the
     padding mask, (..., N) booleans; None: all), whose rows alone are judged (event
-    location skips the others). `from_problem` takes them from a Problem.
+    location skips the others), and the tokens' positions (float64, (N,); needed when a
+    layer has rotary positions, whose tables are built here once per base and factor at
+    the working precision). `from_problem` takes them from a Problem.
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class LayerFlow:
         feature_weights: object = None,
         manufactured: ManufacturedSolution | None = None,
         real_tokens: np.ndarray | None = None,
+        positions: np.ndarray | None = None,
     ) -> None:
         self.bk = bk
         self.controls = controls
@@ -61,7 +66,9 @@ class LayerFlow:
             feature_weights = bk.asarray(feature_weights, "feature_weights")
             feature_weights = feature_weights / bk.sum(feature_weights, -1)
         self.feature_weights = feature_weights
+        self.positions = positions
         self._norms_differ: dict[int, bool] = {}
+        self._rotary: dict[tuple[float, float, int], tuple[Array, Array]] = {}
 
     @classmethod
     def from_problem(cls, problem: Problem, bk: Backend) -> LayerFlow:
@@ -75,6 +82,7 @@ class LayerFlow:
             feature_weights=problem.feature_weights,
             manufactured=problem.manufactured,
             real_tokens=problem.mask,
+            positions=problem.token_positions(),
         )
 
     def judged(self, x: np.ndarray) -> np.ndarray:
@@ -100,8 +108,34 @@ class LayerFlow:
     def _normalised(self, u: Array, layer: BackendLayer, which: int) -> Array:
         if self.norm != "pre":
             return u
+        return self._norm(u, layer, which)
+
+    def _norm(self, u: Array, layer: BackendLayer, which: int) -> Array:
+        """The layer's norm `which` (LN or RMSNorm, `NORMS`) applied to u."""
         gain, bias = layer.norm1 if which == 1 else layer.norm2
-        return layer_norm(self.bk, u, gain, bias, layer.eps, self.feature_weights)
+        return NORMS[layer.norm_kind](self.bk, u, gain, bias, layer.eps, self.feature_weights)
+
+    def rotary(self, layer: BackendLayer) -> tuple[Array, Array] | None:
+        """The (cos, sin) tables of the tokens' positions for a layer with rotary positions
+        (solvers.equation.rotary), None for one without."""
+        if layer.rope is None:
+            return None
+        if self.positions is None:
+            raise InvalidInputError("a layer with rotary positions needs the tokens' positions")
+        key = (*layer.rope, layer.d_k)
+        if key not in self._rotary:
+            self._rotary[key] = rotary_tables(self.bk, self.positions, *key)
+        return self._rotary[key]
+
+    def _attention(self, u: Array, layer: BackendLayer) -> Array:
+        return attention(
+            self.bk,
+            self._normalised(u, layer, 1),
+            layer,
+            self.score_bias,
+            self.token_maps,
+            self.rotary(layer),
+        )
 
     def _two_norms(self, n: int) -> bool:
         """Whether layer n is post-LN with norm1 != norm2 (at any of its keyframes)."""
@@ -128,10 +162,7 @@ class LayerFlow:
         return term
 
     def attention_term(self, n: int, t: Array, u: Array) -> Array:
-        layer = self.layer(n, t)
-        term = attention(
-            self.bk, self._normalised(u, layer, 1), layer, self.score_bias, self.token_maps
-        )
+        term = self._attention(u, self.layer(n, t))
         if self.manufactured is not None:
             term += self.forcing(n, t)
         return term
@@ -163,9 +194,7 @@ class LayerFlow:
         the normal part of A + F in the ambient field, as an unforced flow has it."""
         bk, layer = self.bk, self.layer(n, t)
         star = self.manufactured.state(bk, t)
-        unforced = attention(
-            bk, self._normalised(star, layer, 1), layer, self.score_bias, self.token_maps
-        )
+        unforced = self._attention(star, layer)
         unforced += self._field_ffn(n, star, layer, None)
         if self.norm == "post":
             unforced = tangent_projection(bk, star, unforced, self.feature_weights)
@@ -194,9 +223,7 @@ class LayerFlow:
         """P onto the constraint set at time t of norm `which` (post-LN); u otherwise."""
         if self.norm != "post":
             return u
-        layer = self.layer(n, t)
-        gain, bias = layer.norm1 if which == 1 else layer.norm2
-        return layer_norm(self.bk, u, gain, bias, layer.eps, self.feature_weights)
+        return self._norm(u, self.layer(n, t), which)
 
     def preactivations(self, n: int, t: Array, u: Array) -> Array:
         """The hidden pre-activations of the flow's FFN term at u."""

@@ -1,4 +1,4 @@
-"""The discrete operators of docs/model.md section 1, written once against a backend.
+"""The discrete operators of docs/model.md sections 1 and 7, written once against a backend.
 
 States are arrays of shape (..., N, d): N tokens (rows) of d features, with any number of
 leading batch axes. Weights act on the right.
@@ -11,7 +11,8 @@ from collections.abc import Callable
 import numpy as np
 
 from solvers.backends import Array, Backend
-from solvers.equation.weights import BackendLayer
+from solvers.equation.packed import BackendLayer
+from solvers.equation.rotary import rotate
 from solvers.errors import InvalidInputError, UndefinedOperationError
 
 
@@ -38,6 +39,7 @@ def attention(
     layer: BackendLayer,
     score_bias: Array | None = None,
     token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+    rotary: tuple[Array, Array] | None = None,
 ) -> Array:
     """Multi-head attention A(U) = sum_h softmax_rows(S_h + B) V_h Wo_h + bo.
 
@@ -47,6 +49,11 @@ def attention(
     uniform grid) and -inf above the diagonal for a causal mask. Summing the heads'
     outputs V_h Wo_h equals concatenating them and applying the stacked Wo.
 
+    With H_kv < H key-value heads, query head h uses key and value head floor(h H_kv / H)
+    (grouped-query attention, docs/model.md section 7). A layer with rotary positions needs
+    `rotary`, the (cos, sin) tables of the tokens' positions (solvers.equation.rotary):
+    Q_h and K_h are rotated, row x by R(x), before the scores.
+
     `token_maps` (C_q, C_k, C_v), linear maps in the token variable, act before the
     biases: Q_h = C_q (U Wq_h) + bq_h, K_h = C_k (U Wk_h) + bk_h, V_h = C_v (U Wv_h) + bv_h
     (C commutes with the feature maps, so this is the map of C U). They are the CvT's
@@ -54,7 +61,7 @@ def attention(
     tokens, C_q onto N' query points), or a selection of rows. B then has shape (N', M).
     Defined for every finite U; a row of B that is -inf everywhere is not allowed.
     """
-    outputs = attention_heads(bk, u, layer, score_bias, token_maps)[2]
+    outputs = attention_heads(bk, u, layer, score_bias, token_maps, rotary=rotary)[2]
     return combine_heads(bk, outputs, layer)
 
 
@@ -65,29 +72,41 @@ def attention_heads(
     score_bias: Array | None = None,
     token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
     normalise: Normalise | None = None,
+    rotary: tuple[Array, Array] | None = None,
 ) -> tuple[Array, Array, Array]:
-    """Per head h: (P_h, V_h, O_h) with P_h = softmax_rows(s Q_h K_h^T + B), O_h = P_h V_h,
-    of shapes (..., H, N, M), (..., H, M, d_v), (..., H, N, d_v): the pieces `attention`
-    sums, for the checks that look inside a head. `normalise` replaces the row softmax.
+    """Per query head h: (P_h, V_h, O_h) with P_h = softmax_rows(s Q_h K_h^T + B),
+    O_h = P_h V_h, of shapes (..., H, N, M), (..., H, M, d_v), (..., H, N, d_v): the pieces
+    `attention` sums, for the checks that look inside a head. `normalise` replaces the row
+    softmax. A layer with rotary positions without `rotary` tables is refused.
     """
-    heads, d_k = layer.heads, layer.d_k
-    width = heads * d_k
+    if (layer.rope is None) != (rotary is None):
+        raise InvalidInputError(
+            "rotary tables are needed exactly for a layer with rotary positions (docs/model.md "
+            f"section 7); the layer has {'none' if layer.rope is None else 'them'}"
+        )
+    heads, kv_heads, d_k = layer.heads, layer.kv_heads, layer.d_k
+    q_width, k_width = heads * d_k, kv_heads * d_k
     qkv = bk.matmul(u, layer.w_qkv)
+    blocks = (slice(0, q_width), slice(q_width, q_width + k_width), slice(q_width + k_width, None))
     if token_maps is None:
         qkv += layer.b_qkv
-        q, k, v = qkv[..., :width], qkv[..., width : 2 * width], qkv[..., 2 * width :]
+        q, k, v = (qkv[..., block] for block in blocks)
     else:
-        blocks = (slice(0, width), slice(width, 2 * width), slice(2 * width, None))
         q, k, v = (
             mapped(qkv[..., block]) + layer.b_qkv[block]
             for mapped, block in zip(token_maps, blocks, strict=True)
         )
-    q *= layer.scale  # s Q_h K_h^T = (s Q_h) K_h^T, on N x d_k numbers
-    scores = bk.matmul(_split_heads(q, heads), np.swapaxes(_split_heads(k, heads), -1, -2))
+    queries, keys = _split_heads(q, heads), _split_heads(k, kv_heads)
+    values = _split_heads(v, kv_heads)
+    if rotary is not None:
+        queries, keys = rotate(queries, rotary), rotate(keys, rotary)
+    queries *= layer.scale  # s Q_h K_h^T = (s Q_h) K_h^T, on N x d_k numbers
+    if kv_heads != heads:  # query head h reads key-value head h // (H / H_kv)
+        keys, values = (np.repeat(x, heads // kv_heads, axis=-3) for x in (keys, values))
+    scores = bk.matmul(queries, np.swapaxes(keys, -1, -2))
     if score_bias is not None:
         scores += score_bias
     weights = bk.softmax_(scores) if normalise is None else normalise(bk, scores)
-    values = _split_heads(v, heads)
     return weights, values, bk.matmul(weights, values)
 
 
@@ -105,15 +124,25 @@ def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | No
     (layer.activation "gelu") GELU(z) = z Phi(z), ("gelu-tanh") its tanh form, or ("silu")
     z / (1 + exp(-z)), all three smooth (`activate`). Defined for all U.
 
-    With `pattern` (0/1 entries of the shape of U W1 + b1) relu is replaced by the product
-    with that fixed activation pattern: the analytic continuation of F from the region where
-    exactly those pre-activations are positive, which event location integrates. The smooth
-    activations have no kinks, so a pattern is ignored.
+    A gated FFN (layer.w_gate given; docs/model.md section 7) is
+    F(U) = (sigma(U W_gate + b_gate) * (U W1 + b1)) W2 + b2, the product entrywise: W1 is
+    the up map, W2 the down map; sigma = silu is SwiGLU, gelu GeGLU.
+
+    With `pattern` (0/1 entries of the shape of the activation's input) relu is replaced
+    by the product with that fixed activation pattern: the analytic continuation of F from
+    the region where exactly those pre-activations are positive, which event location
+    integrates. The smooth activations have no kinks, so a pattern is ignored.
     """
     if layer.activation == "relu" and pattern is not None:
         hidden = hidden_preactivations(bk, u, layer) * pattern
-    else:
+    elif layer.w_gate is None:
         hidden = activate(bk, layer.activation, bk.matmul(u, layer.w1), layer.b1)
+    else:
+        hidden = activate(bk, layer.activation, bk.matmul(u, layer.w_gate), layer.b_gate)
+    if layer.w_gate is not None:
+        up = bk.matmul(u, layer.w1)
+        up += layer.b1
+        hidden = hidden * up
     output = bk.matmul(hidden, layer.w2)
     output += layer.b2
     return output
@@ -149,8 +178,33 @@ def layer_norm(
     """
     mean, variance = bk.moments(u, weights)
     if not np.any(bk.to_float64(eps)):
-        _require_positive_variance(bk, variance)
+        _require_positive(bk, variance, "the layer-norm projection P", "constant row", "variance")
     return bk.normalise_rows(u, mean, variance, eps, gain, bias)
+
+
+def rms_norm(
+    bk: Backend,
+    u: Array,
+    gain: Array,
+    bias: Array,
+    eps: Array,
+    weights: Array | None = None,
+) -> Array:
+    """R(V)_i = g V_i / sqrt(rms(V_i)^2 + eps) per row, rms(V_i)^2 = (1/d) sum_y V_iy^2 (the
+    w^y-weighted sum with feature `weights`): RMSNorm (docs/model.md section 7). `bias` is
+    the norm's zero bias (LayerWeights refuses another), added so that this and
+    `layer_norm` take the same arguments. With eps = 0 and scalar g > 0 it is the
+    projection onto the sphere S_R = {rms = g}, defined only where rms(V_i) > 0: a zero row
+    raises UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
+    """
+    square = bk.mean_square(u, weights)
+    if not np.any(bk.to_float64(eps)):
+        _require_positive(bk, square, "the RMSNorm projection", "zero row", "mean square")
+    return bk.normalise_rows(u, square * 0, square, eps, gain, bias)
+
+
+NORMS = {"layer": layer_norm, "rms": rms_norm}
+"""The norm operators by LayerWeights.norm_kind (solvers.equation.packed.NORM_KINDS)."""
 
 
 def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Array:
@@ -173,9 +227,14 @@ def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Arra
 
 
 def hidden_preactivations(bk: Backend, u: Array, layer: BackendLayer) -> Array:
-    """Z = U W1 + b1, whose signs are the FFN's activation pattern."""
-    hidden = bk.matmul(u, layer.w1)
-    hidden += layer.b1
+    """Z = U W1 + b1 (U W_gate + b_gate for a gated FFN), whose signs are the FFN's
+    activation pattern."""
+    if layer.w_gate is None:
+        hidden = bk.matmul(u, layer.w1)
+        hidden += layer.b1
+    else:
+        hidden = bk.matmul(u, layer.w_gate)
+        hidden += layer.b_gate
     return hidden
 
 
@@ -189,18 +248,20 @@ def tangent_projection(bk: Backend, u: Array, g: Array, weights: Array | None = 
     the w^y-weighted ones (the projection is orthogonal in that inner product).
     """
     mean_u, variance = bk.moments(u, weights)
-    _require_positive_variance(bk, variance)
+    _require_positive(bk, variance, "the layer-norm projection P", "constant row", "variance")
     return bk.tangent_rows(u, mean_u, variance, g, weights)
 
 
-def _require_positive_variance(bk: Backend, variance: Array) -> None:
+def _require_positive(
+    bk: Backend, variance: Array, operator: str, row: str, statistic: str
+) -> None:
     zero = ~bk.certainly_positive(variance[..., 0])
     if zero.any():
         where = tuple(int(i) for i in np.argwhere(zero)[0])
         token = where[-1]
         batch = f" in batch entry {where[:-1]}" if len(where) > 1 else ""
         raise UndefinedOperationError(
-            f"the layer-norm projection P is undefined at a constant row: token {token}{batch} "
-            f"has variance {bk.to_float64(variance[where])[0]:.3g} in {bk!r} "
+            f"{operator} is undefined at a {row}: token {token}{batch} has {statistic} "
+            f"{bk.to_float64(variance[where])[0]:.3g} in {bk!r} "
             "(use eps > 0 or perturb the row)"
         )

@@ -11,9 +11,8 @@ from solvers.backends import Array, Backend
 from solvers.equation.controls import Controls, PiecewiseControls, SmoothControls
 from solvers.equation.manufactured import ManufacturedSolution
 from solvers.equation.operators import LAYER_NORMS, TokenMap
-from solvers.equation.weights import frozen
 from solvers.errors import InvalidInputError
-from solvers.validation import choice, finite_array, positive_int, token_mask
+from solvers.validation import choice, finite_array, frozen, positive_int, token_mask
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +38,10 @@ class Problem:
     mask: the token measure restricted to the real tokens (docs/model.md section 6). No
     token attends to a masked one; a masked token attends to itself only, so its row is
     carried, defined, and seen by nobody. None means every token is real.
+    `positions` (N finite numbers) are the tokens' positions for layers with rotary
+    positions (docs/model.md section 7), in units of the original token spacing: on a
+    refined token grid the physical positions; None means 0, 1, ..., N - 1. Rotary layers
+    cannot be combined with token maps; RMSNorm layers are pre-norm (or "none") only.
     """
 
     u0: np.ndarray
@@ -51,6 +54,7 @@ class Problem:
     manufactured: ManufacturedSolution | None = None
     token_maps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     mask: np.ndarray | None = None
+    positions: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.controls, PiecewiseControls | SmoothControls):
@@ -98,6 +102,23 @@ class Problem:
             object.__setattr__(self, "feature_weights", frozen(weights))
         if self.manufactured is not None:
             self._check_manufactured(self.manufactured)
+        if self.positions is not None:
+            positions = finite_array("positions", self.positions, (self.tokens,))
+            object.__setattr__(self, "positions", frozen(positions))
+        self._check_decoder_parts()
+
+    def _check_decoder_parts(self) -> None:
+        for n, layer in enumerate(self.controls.all_layers()):
+            if layer.norm_kind == "rms" and self.norm == "post":
+                raise InvalidInputError(
+                    f"layer {n} has RMSNorm: post-norm RMSNorm flows are not implemented "
+                    "(docs/model.md section 7); use norm='pre'"
+                )
+            if layer.rope_theta is not None and self.token_maps is not None:
+                raise InvalidInputError(
+                    f"layer {n} has rotary positions, which token_maps (different query and "
+                    "key token sets) do not define"
+                )
 
     def _checked_token_maps(self, maps: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.causal:
@@ -159,6 +180,12 @@ class Problem:
     @property
     def tokens(self) -> int:
         return self.u0.shape[-2]
+
+    def token_positions(self) -> np.ndarray:
+        """The tokens' positions (N,): the given ones, or 0, 1, ..., N - 1."""
+        return (
+            np.arange(self.tokens, dtype=np.float64) if self.positions is None else self.positions
+        )
 
     def real_tokens(self) -> np.ndarray:
         """Which rows are real tokens, broadcastable against u0's leading axes (..., N): the

@@ -1,18 +1,25 @@
-"""LayerWeights: the parameters of one encoder layer in the PyTorch convention.
+"""LayerWeights: the parameters of one layer in the PyTorch convention.
 
-Weights act on the right (x @ W). For H heads with key width d_k and value width d_v:
+Weights act on the right (x @ W). For H query heads and H_kv key-value heads (H_kv
+divides H; docs/model.md section 7) with key width d_k and value width d_v:
 
-    wq, wk: (H, d, d_k)   bq, bk: (H, d_k)
-    wv:     (H, d, d_v)   bv:     (H, d_v)
-    wo:     (H, d_v, d)   bo:     (d,)
-    w1:     (d, m)        b1:     (m,)
-    w2:     (m, d)        b2:     (d,)
+    wq: (H, d, d_k)       bq: (H, d_k)
+    wk: (H_kv, d, d_k)    bk: (H_kv, d_k)
+    wv: (H_kv, d, d_v)    bv: (H_kv, d_v)
+    wo: (H, d_v, d)       bo: (d,)
+    w1: (d, m)            b1: (m,)      the up map of a gated FFN
+    w2: (m, d)            b2: (d,)      its down map
+    w_gate: (d, m) or None, b_gate: (m,) (zero if not given): the gate of a gated FFN
     norm1, norm2: (gain, bias), each a scalar (sigma2, sigma1 of the projection onto S1)
                   or a per-feature vector of length d (torch-style layer norm)
+    norm_kind: "layer" (LN) or "rms" (RMSNorm, docs/model.md section 7; the biases are 0)
     eps >= 0, scale > 0, or None (the default) for the canonical 1 / sqrt(d_k)
+    rope_theta > 0 or None: rotary positions with base theta (d_k even), rope_factor > 0
+                  the linear scaling factor (positions x / factor)
 
-With eps = 0 and scalar gain > 0 a norm is the projection P onto S1 (docs/model.md section 1);
-otherwise it is the torch-style layer norm, which is not a projection.
+With eps = 0 and scalar gain > 0 a layer norm is the projection P onto S1 (docs/model.md
+section 1), an RMSNorm the projection onto the sphere S_R (section 7); otherwise the
+torch-style norm, which is not a projection.
 
 The canonical scale is the real number 1/sqrt(d_k), not its float64 rounding: each number
 system evaluates it to its own precision when the weights are rounded into it
@@ -29,11 +36,14 @@ from typing import Any
 import numpy as np
 
 from solvers.backends import Array, Backend
+from solvers.equation.packed import NORM_KINDS, BackendLayer, decoder_parts
 from solvers.errors import InvalidInputError
-from solvers.validation import finite_array, positive_int
+from solvers.validation import choice, finite_array, frozen, positive_int
 
 MAPS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
-"""A layer's attention and FFN maps and biases: every array but the norms."""
+"""A layer's attention and FFN maps and biases: every array but the norms (and the gate)."""
+GATE_MAPS = ("w_gate", "b_gate")
+"""The gate map and bias of a gated FFN (LayerWeights.map_names includes them when gated)."""
 ACTIVATIONS = ("relu", "gelu", "gelu-tanh", "silu")
 """The FFN's activation: relu (the projection onto the orthant, the paper's), gelu
 (x Phi(x), smooth: BERT's and the Vision Transformer's), gelu-tanh (GELU's tanh form,
@@ -43,46 +53,6 @@ ACTIVATION_LIPSCHITZ = {"relu": 1.0, "gelu": 1.129, "gelu-tanh": 1.129, "silu": 
 """sup |sigma'| of each activation, rounded up: relu 1; gelu Phi(x) + x phi(x) is largest
 at x = sqrt(2), 1.12890...; its tanh form 1.12899... near x = 1.4185; silu 1.09984... near
 x = 2.3994. Every one also has |sigma(z)| <= |z|, which the bounds use for sizes."""
-
-
-def torch_style_norm(gain: np.ndarray, bias: np.ndarray) -> tuple[Any, Any]:
-    """A layer norm's per-feature (gain, bias) as LayerWeights keeps them: a constant
-    vector is exactly a scalar gain (or bias), and is kept as one."""
-    return tuple(v[0] if np.all(v == v[0]) else v for v in (gain, bias))
-
-
-@dataclass(frozen=True)
-class BackendLayer:
-    """One layer's weights rounded into a backend, with the q/k/v maps packed side by side.
-
-    Packing puts every head's query, key and value columns into one matrix
-    [Wq_1 .. Wq_H | Wk_1 .. Wk_H | Wv_1 .. Wv_H] so that one product U @ w_qkv gives them
-    all (the layout of torch's in_proj_weight, transposed); w_o stacks Wo_1 .. Wo_H.
-    """
-
-    heads: int
-    d_k: int
-    d_v: int
-    w_qkv: Array
-    b_qkv: Array
-    w_o: Array
-    b_o: Array
-    w1: Array
-    b1: Array
-    w2: Array
-    b2: Array
-    norm1: tuple[Array, Array]
-    norm2: tuple[Array, Array]
-    eps: Array
-    scale: Array
-    activation: str = "relu"
-
-
-def frozen(array: np.ndarray) -> np.ndarray:
-    """A read-only copy: the weights cannot change under the per-backend cache."""
-    array = np.array(array, dtype=np.float64)
-    array.flags.writeable = False
-    return array
 
 
 def _norm_pair(name: str, value: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +93,11 @@ class LayerWeights:
     eps: float = 0.0
     scale: float | None = None
     activation: str = "relu"
+    w_gate: np.ndarray | None = None
+    b_gate: np.ndarray | None = None
+    norm_kind: str = "layer"
+    rope_theta: float | None = None
+    rope_factor: float = 1.0
     _on_backend: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -130,17 +105,23 @@ class LayerWeights:
         heads, d, d_k = wq.shape
         for name, size in (("heads", heads), ("d", d), ("d_k", d_k)):
             positive_int(f"{name} (from wq.shape)", size)
-        wv = finite_array("wv", self.wv, (heads, d, None))
+        wk = finite_array("wk", self.wk, (None, d, d_k))
+        kv_heads = positive_int("key-value heads (from wk.shape)", wk.shape[0])
+        if heads % kv_heads:
+            raise InvalidInputError(
+                f"the {kv_heads} key-value heads of wk must divide the {heads} query heads"
+            )
+        wv = finite_array("wv", self.wv, (kv_heads, d, None))
         d_v = positive_int("d_v (from wv.shape)", wv.shape[2])
         w1 = finite_array("w1", self.w1, (d, None))
         d_ff = positive_int("d_ff (from w1.shape)", w1.shape[1])
         shapes = {
             "wq": (heads, d, d_k),
             "bq": (heads, d_k),
-            "wk": (heads, d, d_k),
-            "bk": (heads, d_k),
-            "wv": (heads, d, d_v),
-            "bv": (heads, d_v),
+            "wk": (kv_heads, d, d_k),
+            "bk": (kv_heads, d_k),
+            "wv": (kv_heads, d, d_v),
+            "bv": (kv_heads, d_v),
             "wo": (heads, d_v, d),
             "bo": (d,),
             "w1": (d, d_ff),
@@ -148,11 +129,21 @@ class LayerWeights:
             "w2": (d_ff, d),
             "b2": (d,),
         }
+        if self.w_gate is not None:
+            shapes |= {"w_gate": (d, d_ff), "b_gate": (d_ff,)}
+            if self.b_gate is None:
+                object.__setattr__(self, "b_gate", np.zeros(d_ff))
+        elif self.b_gate is not None:
+            raise InvalidInputError("b_gate was given without w_gate")
         for name, shape in shapes.items():
             object.__setattr__(self, name, frozen(finite_array(name, getattr(self, name), shape)))
+        choice("norm_kind", self.norm_kind, NORM_KINDS)
         for name in ("norm1", "norm2"):
             pair = _norm_pair(name, getattr(self, name), d)
+            if self.norm_kind == "rms" and pair[1].any():
+                raise InvalidInputError(f"{name}: an RMSNorm has no bias, got a non-zero one")
             object.__setattr__(self, name, (frozen(pair[0]), frozen(pair[1])))
+        self._check_rope()
         eps = float(finite_array("eps", self.eps, ()))
         if eps < 0:
             raise InvalidInputError(f"eps must be >= 0, got {eps!r}")
@@ -167,9 +158,58 @@ class LayerWeights:
                 raise InvalidInputError(f"scale must be > 0, got {scale!r}")
             object.__setattr__(self, "scale", scale)
 
+    def _check_rope(self) -> None:
+        factor = float(finite_array("rope_factor", self.rope_factor, ()))
+        if factor <= 0:
+            raise InvalidInputError(f"rope_factor must be > 0, got {factor!r}")
+        object.__setattr__(self, "rope_factor", factor)
+        if self.rope_theta is None:
+            if factor != 1:
+                raise InvalidInputError("rope_factor was given without rope_theta")
+            return
+        theta = float(finite_array("rope_theta", self.rope_theta, ()))
+        if theta <= 0:
+            raise InvalidInputError(f"rope_theta must be > 0, got {theta!r}")
+        if self.d_k % 2:
+            raise InvalidInputError(f"rotary positions need an even key width, got d_k={self.d_k}")
+        object.__setattr__(self, "rope_theta", theta)
+
     @property
     def heads(self) -> int:
         return self.wq.shape[0]
+
+    @property
+    def kv_heads(self) -> int:
+        """H_kv, the number of key-value heads (H for plain multi-head attention)."""
+        return self.wk.shape[0]
+
+    @property
+    def gated(self) -> bool:
+        return self.w_gate is not None
+
+    @property
+    def map_names(self) -> tuple[str, ...]:
+        """The names of this layer's maps and biases: MAPS, and GATE_MAPS when gated."""
+        return MAPS + GATE_MAPS if self.gated else MAPS
+
+    @property
+    def decoder_parts(self) -> list[str]:
+        """The parts of docs/model.md section 7 this layer uses (solvers.equation.packed)."""
+        return decoder_parts(
+            self.norm_kind, self.gated, self.rope_theta is not None, self.heads, self.kv_heads
+        )
+
+    def refuse_decoder_parts(self, what: str) -> None:
+        """Raise InvalidInputError naming `what` when this layer uses a part of docs/model.md
+        section 7 that `what` does not implement."""
+        if self.decoder_parts:
+            raise InvalidInputError(
+                f"{what} is not implemented for {', '.join(self.decoder_parts)}"
+            )
+
+    def kv_of_head(self, h: int) -> int:
+        """The key-value head that query head h uses: floor(h H_kv / H)."""
+        return h * self.kv_heads // self.heads
 
     @property
     def d_model(self) -> int:
@@ -224,6 +264,7 @@ class LayerWeights:
         heads = self.heads
         return BackendLayer(
             heads=heads,
+            kv_heads=self.kv_heads,
             d_k=self.d_k,
             d_v=self.d_v,
             w_qkv=rounded(
@@ -244,6 +285,10 @@ class LayerWeights:
             eps=rounded("eps", self.eps),
             scale=rounded("scale", self.scale_in(bk)),
             activation=self.activation,
+            w_gate=None if not self.gated else rounded("w_gate", self.w_gate),
+            b_gate=None if not self.gated else rounded("b_gate", self.b_gate),
+            norm_kind=self.norm_kind,
+            rope=None if self.rope_theta is None else (self.rope_theta, self.rope_factor),
         )
 
     def scaled(self, factor: float) -> LayerWeights:
@@ -251,13 +296,14 @@ class LayerWeights:
 
         The norms, eps and the attention scale (canonical or given) are kept. With
         s = factor the scores grow like s^2, and the terms are s (b_o + b_2) plus s^2 times
-        the value-output and the two-layer FFN products (relu is positively homogeneous):
+        the value-output and the two-layer FFN products (relu is positively homogeneous;
+        a gated FFN's gate is scaled too, its term is then not a power of s):
         the weight scale of a Transformer, sweeping the field's size.
         """
         factor = float(finite_array("factor", factor, ()))
         if factor <= 0:
             raise InvalidInputError(f"factor must be > 0, got {factor!r}")
-        return replace(self, **{name: getattr(self, name) * factor for name in MAPS})
+        return replace(self, **{name: getattr(self, name) * factor for name in self.map_names})
 
     @classmethod
     def random(
@@ -274,9 +320,16 @@ class LayerWeights:
         eps: float = 0.0,
         affine: bool = False,
         activation: str = "relu",
+        kv_heads: int | None = None,
+        gated: bool = False,
+        norm_kind: str = "layer",
+        rope_theta: float | None = None,
     ) -> LayerWeights:
         """Seeded Gaussian weights that give non-trivial attention, with the FFN's
-        `activation` (ACTIVATIONS).
+        `activation` (ACTIVATIONS) and, if asked, the decoder parts of docs/model.md
+        section 7: `kv_heads` key-value heads (default `heads`), a `gated` FFN (its gate
+        drawn like w1, after every other array), RMSNorm (`norm_kind` "rms": gains only)
+        and rotary positions of base `rope_theta`.
 
         Each map is N(0, weight_scale^2 / fan_in), so for rows of unit mean square the
         queries and keys have O(1) entries and the default scale 1/sqrt(d_k) gives O(1)
@@ -295,6 +348,7 @@ class LayerWeights:
                 )
         d_k = positive_int("d_k", d // heads if d_k is None else d_k)
         d_v = positive_int("d_v", d // heads if d_v is None else d_v)
+        kv_heads = heads if kv_heads is None else positive_int("kv_heads", kv_heads)
         rng = np.random.default_rng(rng)
 
         def gaussian(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
@@ -304,17 +358,19 @@ class LayerWeights:
             return rng.standard_normal(shape) * bias_scale
 
         def norm() -> tuple[Any, Any]:
+            if affine and norm_kind == "rms":
+                return 1.0 + 0.3 * rng.standard_normal(d), 0.0
             if affine:
                 return 1.0 + 0.3 * rng.standard_normal(d), 0.3 * rng.standard_normal(d)
             return 1.0, 0.0
 
-        return cls(
+        layer = cls(
             wq=gaussian((heads, d, d_k), d),
             bq=bias((heads, d_k)),
-            wk=gaussian((heads, d, d_k), d),
-            bk=bias((heads, d_k)),
-            wv=gaussian((heads, d, d_v), d),
-            bv=bias((heads, d_v)),
+            wk=gaussian((kv_heads, d, d_k), d),
+            bk=bias((kv_heads, d_k)),
+            wv=gaussian((kv_heads, d, d_v), d),
+            bv=bias((kv_heads, d_v)),
             wo=gaussian((heads, d_v, d), heads * d_v),
             bo=bias((d,)),
             w1=gaussian((d, d_ff), d),
@@ -325,4 +381,9 @@ class LayerWeights:
             norm2=norm(),
             eps=eps,
             activation=activation,
+            norm_kind=norm_kind,
+            rope_theta=rope_theta,
         )
+        if not gated:
+            return layer
+        return replace(layer, w_gate=gaussian((d, d_ff), d), b_gate=bias((d_ff,)))

@@ -2,7 +2,8 @@
 (docs/networks.md sections 1 and 2).
 
 Sources: a torch TransformerEncoder or TransformerEncoderLayer (an encoder's final norm
-becomes the readout), a Hugging Face BERT, ViT or GPT-2 module (bare, task or LM model), a
+becomes the readout), a Hugging Face module (BERT, RoBERTa, DistilBERT, ViT, GPT-2, Llama,
+Mistral, Qwen2: bare, task or LM model; solvers.io.hugging_face), a
 directory written by `save_pretrained` (config.json and safetensors, read locally with
 solvers.io.safetensors_reader, numpy alone), or a `.safetensors` file written by `save_model` (the
 architecture in its metadata). Nothing is ever unpickled: a pickle, or any file that is
@@ -18,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from solvers.equation.weights import MAPS, LayerWeights
+from solvers.equation.weights import GATE_MAPS, MAPS, LayerWeights
 from solvers.errors import InvalidInputError
-from solvers.io.hugging_face import Tensors, hf_model
+from solvers.io.hf_tensors import Tensors
+from solvers.io.hugging_face import hf_model
 from solvers.io.safetensors_reader import read_safetensors
 from solvers.io.torch_modules import (
     from_torch,
@@ -53,7 +55,7 @@ def load_model(source: Any) -> Model:
         return _torch_encoder(source)
     raise InvalidInputError(
         f"cannot read a model from {type(source).__name__}: give a torch encoder, a Hugging "
-        "Face BERT, ViT or GPT-2, a save_pretrained directory or a .safetensors file"
+        "Face model, a save_pretrained directory or a .safetensors file"
     )
 
 
@@ -116,7 +118,8 @@ def _tide_file(path: Path) -> Model:
     layers = []
     for i, spec in enumerate(architecture["layers"]):
         shapes = spec["shapes"]
-        values = {name: t(f"layers.{i}.{name}", tuple(shapes[name])) for name in MAPS}
+        names = MAPS + GATE_MAPS if "w_gate" in shapes else MAPS
+        values = {name: t(f"layers.{i}.{name}", tuple(shapes[name])) for name in names}
         norms = [
             tuple(_norm_part(t, shapes, f"norm{j}.{part}", i) for part in ("gain", "bias"))
             for j in (1, 2)
@@ -129,6 +132,9 @@ def _tide_file(path: Path) -> Model:
                 eps=spec["eps"],
                 scale=spec["scale"],
                 activation=spec["activation"],
+                norm_kind=spec.get("norm_kind", "layer"),
+                rope_theta=spec.get("rope_theta"),
+                rope_factor=spec.get("rope_factor", 1.0),
             )
         )
     readout = None
@@ -145,10 +151,16 @@ def _tide_file(path: Path) -> Model:
             )
             for k, (shape, activation) in enumerate(spec["dense"])
         )
-        readout = Readout(norm, spec["pool"], dense)
+        readout = Readout(norm, spec["pool"], dense, spec.get("norm_kind", "layer"))
     embedding = _read_embedding(t, architecture.get("embedding"), len(layers[0].bo))
     return Model(
-        tuple(layers), architecture["norm"], architecture["causal"], readout, str(path), embedding
+        tuple(layers),
+        architecture["norm"],
+        architecture["causal"],
+        readout,
+        str(path),
+        embedding,
+        architecture.get("window"),
     )
 
 
@@ -174,6 +186,7 @@ def _read_embedding(
         None
         if spec.get("norm") is None
         else (t("embedding.norm.gain", (d,)), t("embedding.norm.bias", (d,)), spec["norm"]),
+        spec.get("padding_id"),
     )
 
 
@@ -203,6 +216,7 @@ def _embedding_tensors(
         "position": None,
         "token_type": embedding.token_type is not None,
         "norm": None,
+        "padding_id": embedding.padding_id,
     }
     if embedding.position is not None:
         tensors["embedding.position"] = embedding.position
@@ -240,7 +254,7 @@ def save_model(model: Model, path: str | Path) -> Path:
     layers = []
     for i, w in enumerate(model.layers):
         shapes = {}
-        for name in MAPS:
+        for name in w.map_names:
             tensors[f"layers.{i}.{name}"] = np.ascontiguousarray(getattr(w, name), np.float64)
             shapes[name] = list(np.shape(getattr(w, name)))
         for j, (gain, bias) in ((1, w.norm1), (2, w.norm2)):
@@ -253,20 +267,26 @@ def save_model(model: Model, path: str | Path) -> Path:
                 "eps": float(w.eps),
                 "activation": w.activation,
                 "scale": None if w.scale is None else float(w.scale),
+                "norm_kind": w.norm_kind,
+                "rope_theta": w.rope_theta,
+                "rope_factor": w.rope_factor,
             }
         )
     readout = None
     if model.readout is not None:
         r = model.readout
         if r.norm is not None:
-            tensors["readout.norm.gain"] = np.ascontiguousarray(r.norm[0], np.float64)
-            tensors["readout.norm.bias"] = np.ascontiguousarray(r.norm[1], np.float64)
+            for part, value in (("gain", r.norm[0]), ("bias", r.norm[1])):
+                tensors[f"readout.norm.{part}"] = np.ascontiguousarray(
+                    np.broadcast_to(value, (model.d_model,)), np.float64
+                )
         for k, layer in enumerate(r.dense):
             tensors[f"readout.dense.{k}.weight"] = np.ascontiguousarray(layer.weight)
             tensors[f"readout.dense.{k}.bias"] = np.ascontiguousarray(layer.bias)
         readout = {
             "norm": None if r.norm is None else float(r.norm[2]),
             "pool": r.pool,
+            "norm_kind": r.norm_kind,
             "dense": [[list(layer.weight.shape), layer.activation] for layer in r.dense],
         }
     embedded, embedding = _embedding_tensors(model.embedding)
@@ -277,6 +297,7 @@ def save_model(model: Model, path: str | Path) -> Path:
         "causal": model.causal,
         "readout": readout,
         "embedding": embedding,
+        "window": model.window,
     }
     save_file(
         tensors, str(path), metadata={"format": FORMAT, "architecture": json.dumps(architecture)}

@@ -13,8 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from solvers.equation.weights import LayerWeights, torch_style_norm
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
+
+
+def torch_style_norm(gain: np.ndarray, bias: np.ndarray) -> tuple[Any, Any]:
+    """A layer norm's per-feature (gain, bias) as LayerWeights keeps them: a constant
+    vector is exactly a scalar gain (or bias), and is kept as one."""
+    return tuple(v[0] if np.all(v == v[0]) else v for v in (gain, bias))
 
 
 def torch_available() -> bool:
@@ -179,6 +185,7 @@ def to_torch(layers: Sequence[LayerWeights], norm: str = "post", dtype: str = "f
     torch_dtype = getattr(torch, dtype)
     modules = []
     for n, w in enumerate(layers):
+        w.refuse_decoder_parts(f"layer {n}: a torch TransformerEncoderLayer")
         if (w.d_model, w.heads, w.d_k, w.d_v) != (
             d,
             heads,

@@ -10,7 +10,8 @@ from solvers.backends import Array, Backend
 from solvers.equation.controls import PiecewiseControls
 from solvers.equation.flow import LayerFlow
 from solvers.equation.operators import attention, layer_norm
-from solvers.equation.weights import BackendLayer, LayerWeights
+from solvers.equation.packed import BackendLayer
+from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
 from solvers.methods.splitting import LIE
 
@@ -40,6 +41,10 @@ def paper_six_substeps(
     with dt = 1 when the norms are projections (P(cV) = P(V) for c > 0 absorbs the 1/2);
     with eps > 0 the halving changes the result.
     """
+    if layer.decoder_parts:
+        raise InvalidInputError(
+            f"the six sub-step form is not implemented for {', '.join(layer.decoder_parts)}"
+        )
     d = layer.w1.shape[0]
     if layer.w1.shape != (d, d):
         raise InvalidInputError(

@@ -27,12 +27,15 @@ class TokenEmbedding:
     embeddings E (V, d), learned absolute positions P (max positions, d; None: none),
     one token-type row T (d,; BERT's type 0, the library's default; None: none), and
     BERT's embedding layer norm (None: none). Positions count from 0 at the first column,
-    padding or not, as the libraries do when given no position ids."""
+    padding or not, as the libraries do when given no position ids; with `padding_id` p
+    (RoBERTa's rule) they count from p + 1 over the tokens whose id is not p, and a token
+    with id p sits at position p."""
 
     word: np.ndarray
     position: np.ndarray | None = None
     token_type: np.ndarray | None = None
     norm: tuple[np.ndarray, np.ndarray, float] | None = None
+    padding_id: int | None = None
     takes = "tokens"
     """What it embeds: token ids."""
 
@@ -60,14 +63,18 @@ class TokenEmbedding:
     def __call__(self, tokens: np.ndarray) -> np.ndarray:
         """u0 (B, N, d) of token ids (B, N)."""
         tokens = token_ids(tokens, self.vocabulary)
-        if self.position is not None and tokens.shape[1] > len(self.position):
+        positions = np.broadcast_to(np.arange(tokens.shape[1]), tokens.shape)
+        if self.padding_id is not None:
+            real = tokens != self.padding_id
+            positions = np.cumsum(real, axis=1) * real + self.padding_id
+        if self.position is not None and positions.max() >= len(self.position):
             raise InvalidInputError(
-                f"tokens has {tokens.shape[1]} positions; the model embeds at most "
-                f"{len(self.position)}"
+                f"tokens need position {positions.max()}; the model embeds positions up to "
+                f"{len(self.position) - 1}"
             )
         u0 = self.word[tokens]
         if self.position is not None:
-            u0 = u0 + self.position[: tokens.shape[1]]
+            u0 = u0 + self.position[positions]
         if self.token_type is not None:
             u0 = u0 + self.token_type
         if self.norm is not None:

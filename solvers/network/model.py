@@ -26,8 +26,10 @@ from solvers.network.readout import Readout
 class Model:
     """A network read by `solvers.load_model`: `layers` (its encoder layers in order),
     `norm` ("post", "pre" or "none"; docs/model.md section 2), `causal`, `readout`
-    (applied to the encoder's final states; None when the source has none) and
-    `embedding` (None when the source has none: give token states)."""
+    (applied to the encoder's final states; None when the source has none),
+    `embedding` (None when the source has none: give token states) and `window`, a
+    sliding window of attention (None: none), which the suite does not implement:
+    inputs longer than it are refused."""
 
     layers: tuple[LayerWeights, ...]
     norm: str
@@ -36,6 +38,7 @@ class Model:
     source: str = ""
     """Where it was read from (a path, or a description of the module)."""
     embedding: Embedding | None = None
+    window: int | None = None
 
     def __post_init__(self) -> None:
         layers = tuple(self.layers)
@@ -69,6 +72,12 @@ class Model:
         """The Problem of this network from initial token states u0 ((N, d) or (B, N, d))
         with an optional padding mask ((N,) or (B, N), 1 for a real token; docs/model.md
         section 6): one unit of time per layer, to t_final (default: every layer)."""
+        tokens = np.shape(u0)[-2] if np.ndim(u0) >= 2 else 0
+        if self.window is not None and tokens > self.window:
+            raise InvalidInputError(
+                f"{self.source}: sliding_window = {self.window} is shorter than the input's "
+                f"{tokens} tokens; sliding-window attention is not supported"
+            )
         return Problem(
             u0,
             PiecewiseControls(list(self.layers)),

@@ -24,17 +24,19 @@ import numpy as np
 import scipy.special
 
 from solvers.backends import backend
-from solvers.equation.operators import layer_norm
+from solvers.equation.operators import NORMS
+from solvers.equation.packed import NORM_KINDS
 from solvers.errors import InvalidInputError
-from solvers.validation import finite_array, indices
+from solvers.validation import choice, finite_array, indices
 
 FLOAT64 = backend("float64")
 POOLINGS = ("first", "last", "mean")
 """How a classifier reduces the tokens to one vector: the first token (BERT's [CLS], ViT's
 class token; the first position whatever the mask, as the libraries do), the last real
 token (GPT-2's sequence classification), or the mean of the real tokens."""
-DENSE_ACTIVATIONS = ("none", "tanh")
-"""After a dense layer of the readout: nothing, or tanh (BERT's pooler)."""
+DENSE_ACTIVATIONS = ("none", "tanh", "relu")
+"""After a dense layer of the readout: nothing, tanh (BERT's pooler) or relu (DistilBERT's
+pre-classifier)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Dense:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = x @ self.weight + self.bias
+        if self.activation == "relu":
+            return np.maximum(y, 0.0)
         return np.tanh(y) if self.activation == "tanh" else y
 
 
@@ -79,17 +83,20 @@ class Judged:
 
 @dataclass(frozen=True)
 class Readout:
-    """scores = dense_k(... dense_1(pool(LN(U)))): an optional final layer norm
-    g (U - mean) / sqrt(var + eps) + b per token, a pooling (POOLINGS; None keeps every
-    token), then dense layers. Without dense layers it returns the (normalised) states and
-    decides nothing; without a pooling but with dense layers it is a language-model head
-    (module docstring)."""
+    """scores = dense_k(... dense_1(pool(N(U)))): an optional final norm N, the layer norm
+    g (U - mean) / sqrt(var + eps) + b per token or (`norm_kind` "rms") the RMSNorm
+    g U / sqrt(rms(U)^2 + eps) of a decoder (docs/model.md section 7), a pooling (POOLINGS;
+    None keeps every token), then dense layers. Without dense layers it returns the
+    (normalised) states and decides nothing; without a pooling but with dense layers it is
+    a language-model head (module docstring)."""
 
     norm: tuple[np.ndarray, np.ndarray, float] | None = None
     pool: str | None = None
     dense: tuple[Dense, ...] = field(default_factory=tuple)
+    norm_kind: str = "layer"
 
     def __post_init__(self) -> None:
+        choice("norm_kind", self.norm_kind, NORM_KINDS)
         if self.pool is not None and self.pool not in POOLINGS:
             raise InvalidInputError(f"pool must be one of {POOLINGS} or None, got {self.pool!r}")
         object.__setattr__(self, "dense", tuple(self.dense))
@@ -115,7 +122,7 @@ class Readout:
         x = np.asarray(states, dtype=np.float64)
         if self.norm is not None:
             gain, bias, eps = self.norm
-            x = layer_norm(FLOAT64, x, gain, bias, np.float64(eps))
+            x = NORMS[self.norm_kind](FLOAT64, x, gain, bias, np.float64(eps))
         if self.pool is not None:
             x = _pooled(x, self.pool, _real(mask, x.shape[:-1]))
         for layer in self.dense:

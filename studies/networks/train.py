@@ -1,4 +1,4 @@
-"""Train the three networks the built-in study ships, deterministically, and write them
+"""Train the four networks the built-in study ships, deterministically, and write them
 with their held-out inputs into reports/networks/ (docs/networks.md section 4).
 
     pip install ".[train]" && python studies/networks/train.py
@@ -20,6 +20,10 @@ with their held-out inputs into reports/networks/ (docs/networks.md section 4).
   LM_WINDOW = 24) trained on text the script generates: lines "a+b=c" of seeded sums of
   two numbers below 100. Written by save_pretrained, with char-sums-tokens.npy: held-out
   token ids (LM_HELD_OUT windows), judged against their own next characters.
+- char-sums-llama/: the same task for a Llama-style decoder (Hugging Face
+  LlamaForCausalLM: d = 32, 4 heads and 2 key-value heads, 2 layers, SwiGLU FFN 64,
+  pre-RMSNorm with eps 1e-6, rotary positions with theta 1e4, tied head), trained
+  alike, judged on char-sums-tokens.npy.
 
 Everything is seeded and single-threaded; the script prints each network's held-out
 accuracy (and the LM's loss), computed by tide (Lie at dt = 1 and the readout), next to
@@ -169,17 +173,47 @@ def sums_text(count: int, rng: np.random.Generator) -> str:
 
 
 def char_sums() -> None:
-    text = np.array([CHARACTERS.index(c) for c in sums_text(40_000, np.random.default_rng(SEED))])
-    held = np.array(
-        [CHARACTERS.index(c) for c in sums_text(2_000, np.random.default_rng(SEED + 1))]
-    )
+    """The character-level GPT-2 (module docstring), and the held-out windows both LMs
+    are judged on."""
     torch.manual_seed(SEED)
     size = dict(vocab_size=len(CHARACTERS), n_positions=LM_WINDOW, n_embd=32, n_layer=2, n_head=4)
     quiet = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     config = transformers.GPT2Config(
         **size, n_inner=64, **quiet, bos_token_id=None, eos_token_id=None
     )
-    model = transformers.GPT2LMHeadModel(config)
+    tokens = _char_lm("char-sums", transformers.GPT2LMHeadModel(config))
+    np.save(OUT / "char-sums-tokens.npy", tokens)
+
+
+def char_sums_llama() -> None:
+    """The character-level Llama (module docstring), judged on char-sums' windows."""
+    torch.manual_seed(SEED)
+    config = transformers.LlamaConfig(
+        vocab_size=len(CHARACTERS),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=LM_WINDOW,
+        rms_norm_eps=1e-6,
+        rope_theta=1e4,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    _char_lm("char-sums-llama", transformers.LlamaForCausalLM(config))
+
+
+def _char_lm(name: str, model: torch.nn.Module) -> np.ndarray:
+    """Train a character LM on the generated sums (12 epochs of Adam, lr 3e-3, batches of
+    64 windows), write it to OUT / name by save_pretrained, and print its held-out
+    accuracy and loss by tide next to torch's; returns the held-out windows."""
+    text = np.array([CHARACTERS.index(c) for c in sums_text(40_000, np.random.default_rng(SEED))])
+    held = np.array(
+        [CHARACTERS.index(c) for c in sums_text(2_000, np.random.default_rng(SEED + 1))]
+    )
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(SEED)
     windows = torch.tensor(text[: len(text) // LM_WINDOW * LM_WINDOW]).view(-1, LM_WINDOW)
@@ -196,11 +230,10 @@ def char_sums() -> None:
             total += loss.item() * len(batch)
         print(f"  epoch {epoch + 1}: loss {total / len(windows):.4f}", flush=True)
     model.eval()
-    folder = OUT / "char-sums"
+    folder = OUT / name
     model.save_pretrained(folder)
     starts = np.arange(LM_HELD_OUT) * (len(held) // LM_HELD_OUT)
     tokens = np.stack([held[s : s + LM_WINDOW] for s in starts]).astype(np.int64)
-    np.save(OUT / "char-sums-tokens.npy", tokens)
     twin = model.double()
     with torch.no_grad():
         torch_loss = twin(torch.tensor(tokens), labels=torch.tensor(tokens)).loss.item()
@@ -208,10 +241,11 @@ def char_sums() -> None:
     states = solve(network.problem(network.embed(tokens)))
     judged = network.readout.judge(states, None, tokens)
     print(
-        f"char-sums: held-out next-character accuracy {judged.accuracy:.4f}, loss "
+        f"{name}: held-out next-character accuracy {judged.accuracy:.4f}, loss "
         f"{judged.loss:.4f} nats by tide (torch's own loss, in float32: {torch_loss:.4f})",
         flush=True,
     )
+    return tokens
 
 
 def _write(inputs_path: Path, labels_path: Path, inputs: np.ndarray, labels: np.ndarray) -> None:
@@ -236,6 +270,7 @@ def main() -> None:
     vit_digits()
     max_digit()
     char_sums()
+    char_sums_llama()
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ def test_the_vit_embeds_its_own_pixels(tmp_path):
         (IDS.astype(float), r"tokens must be integer token ids of shape \(\*, \*\), got float64"),
         (IDS[0], r"integer token ids of shape \(\*, \*\), got int64 \(9,\)"),
         (np.where(IDS == IDS[0, 0], 50, IDS), r"tokens must lie in \[0, 50\) \(the vocabulary\)"),
-        (np.zeros((1, 17), int), "tokens has 17 positions; the model embeds at most 16"),
+        (np.zeros((1, 17), int), "tokens need position 16; the model embeds positions up to 15"),
     ],
 )
 def test_bad_token_ids_are_refused_in_one_line(tokens, message):
