@@ -61,8 +61,12 @@ def standard_encoder(
     pre:  x <- x + MHA(LN1(x)); x <- x + FFN(LN2(x))
     none: x <- x + MHA(x);      x <- x + FFN(x)
 
-    FFN(y) = act(y W1 + b1) W2 + b2 with the layer's activation (relu or gelu).
+    FFN(y) = act(y W1 + b1) W2 + b2 with the layer's activation. The decoder parts of
+    docs/model.md section 7 (RMSNorm, gates, rotary positions, shared key-value heads) are
+    not in this textbook form and are refused.
     """
+    for n, layer in enumerate(layers):
+        layer.refuse_decoder_parts(f"layer {n}: the textbook encoder")
     bk = backend(precision)
     return bk.certify(lambda working: _encode(working, layers, u0, norm, causal))
 
@@ -76,7 +80,9 @@ def _encode(
     mask = bk.asarray(mask)
     for layer in layers:
         w = _weights(bk, layer)
-        act = {"relu": bk.relu_, "gelu": bk.gelu, "gelu-tanh": bk.gelu_tanh}[layer.activation]
+        act = {"relu": bk.relu_, "gelu": bk.gelu, "gelu-tanh": bk.gelu_tanh, "silu": bk.silu}[
+            layer.activation
+        ]
         blocks = (
             (lambda y, w=w, h=layer.heads: _multi_head(bk, y, w, h, mask), w["norm1"]),
             (

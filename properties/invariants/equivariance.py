@@ -133,6 +133,11 @@ def check_permutation_equivariance(
                     "max |F(U[pi]) - F(U)[pi]| / max |F(U)|",
                 )
             elif name == "layer_norm":
+                if layer.norm_kind != "layer":
+                    raise InvalidInputError(
+                        "the layer-norm equivariance check is for layer norms; this layer has "
+                        "RMSNorm"
+                    )
                 rounding, _, _ = norm_rounding(u, *layer.norm1, layer.eps, unit)
                 compare(
                     "layer norm is permutation equivariant",

@@ -49,8 +49,10 @@ class Tensors:
         return self.prefix + name in self.arrays
 
 
-def activation_name(config: Mapping[str, Any], key: str, source: str) -> str:
-    name = config.get(key, "gelu")
+def activation_name(config: Mapping[str, Any], key: str, source: str, default: str = "gelu") -> str:
+    """The suite's name of the configuration's activation `key` (`default`, the model
+    type's own default in transformers, when the key is absent)."""
+    name = config.get(key, default)
     if name not in HF_ACTIVATIONS:
         raise InvalidInputError(
             f"{source}: activation {key} = {name!r} is not supported "

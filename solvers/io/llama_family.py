@@ -73,7 +73,7 @@ def llama_family(config: Mapping[str, Any], t: Tensors) -> Model:
     kv_heads = int(config.get("num_key_value_heads") or heads)
     d_k = int(config.get("head_dim") or d // heads)
     theta, factor = rope(config, t.source)
-    activation = activation_name(config, "hidden_act", t.source)
+    activation = activation_name(config, "hidden_act", t.source, default="silu")
     qkv_bias = kind == "qwen2" or bool(config.get("attention_bias", False))
     o_bias = kind == "llama" and bool(config.get("attention_bias", False))
     mlp_bias = kind == "llama" and bool(config.get("mlp_bias", False))

@@ -222,3 +222,22 @@ def test_rotary_attention_has_a_token_grid_limit_at_physical_positions():
     assert 1.7 <= errors[0] / errors[1] <= 2.3 and 1.7 <= errors[1] / errors[2] <= 2.3, errors
     by_index = [np.abs(attended(r, False) - fine).max() for r in (8, 16, 32)]
     assert min(by_index) > 10 * errors[-1], by_index
+
+
+def test_checks_that_do_not_implement_a_decoder_part_refuse_it():
+    """A check written for the encoder of section 1 says so instead of comparing a decoder
+    layer with an encoder that lacks its parts."""
+    from properties.exactness.transformer_identity import check_lie_is_transformer
+    from properties.invariants.equivariance import check_permutation_equivariance
+    from solvers import InvalidInputError
+
+    for part in ({"norm_kind": "rms"}, {"gated": True}, {"rope_theta": 1e4}, {"kv_heads": 1}):
+        layer = LayerWeights.random(8, 2, 12, 1, **part)
+        with pytest.raises(
+            InvalidInputError, match="layer 0: the textbook encoder is not implemented"
+        ):
+            check_lie_is_transformer([layer], U[0], norm="pre")
+    with pytest.raises(InvalidInputError, match="this layer has RMSNorm"):
+        check_permutation_equivariance(
+            decoder_layer(), U[0], [1, 0, 2, 3, 4], operators=["layer_norm"], norm="pre"
+        )

@@ -200,3 +200,13 @@ def test_roberta_and_distilbert_are_the_library(kind):
     for n in range(1, len(states)):
         assert relative(states[n][real], out.hidden_states[n].numpy()[real]) <= TWIN, n
     assert relative(model.readout(states[-1], MASK), out.logits.numpy()) <= TWIN
+
+
+def test_a_decoder_without_hidden_act_is_silu_as_in_the_library(tmp_path):
+    module = decoder("llama", seed=9)
+    module.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["hidden_act"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert transformers.LlamaConfig.from_pretrained(tmp_path).hidden_act == "silu"
+    assert load_model(tmp_path).layers[0].activation == "silu"

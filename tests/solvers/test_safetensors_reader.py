@@ -96,8 +96,9 @@ def test_the_core_install_reads_the_shipped_networks_without_safetensors():
         "    sys.modules[name] = None\n"
         "from solvers import load_model\n"
         f"print(len(load_model({str(SHIPPED / 'vit-digits')!r}).layers),"
-        f" len(load_model({str(SHIPPED / 'max-digit.safetensors')!r}).layers))\n"
+        f" len(load_model({str(SHIPPED / 'max-digit.safetensors')!r}).layers),"
+        f" len(load_model({str(SHIPPED / 'char-sums-llama')!r}).layers))\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["3", "2"]
+    assert run.stdout.split() == ["3", "2", "2"]
