@@ -117,7 +117,9 @@ def run_study(
     if dask_local is not None and dask_local < 1:
         raise InvalidInputError(f"dask_local must be >= 1 worker, got {dask_local}")
     cases = study.cases()
-    if not resume:
+    if resume:
+        store.discard_partial()
+    else:
         store.clear()
     found = store.records()
     stored = {c.id: found[c.id] for c in cases if c.id in found and _same_case(found[c.id], c)}

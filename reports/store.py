@@ -57,6 +57,12 @@ class ResultStore:
             found[record["id"]] = record
         return found
 
+    def discard_partial(self) -> None:
+        """Remove the temporary files of writes a killed run left unfinished (a resumed
+        run, before any worker writes)."""
+        for path in self.folder.glob("*.tmp"):
+            path.unlink()
+
     def clear(self) -> None:
         """Remove every record and leftover temporary file (a fresh, non-resumed run)."""
         for path in [*self.folder.glob("*.json"), *self.folder.glob("*.tmp")]:

@@ -72,6 +72,20 @@ def test_kill_minus_nine_then_resume_equals_an_uninterrupted_run(serial, tmp_pat
     assert not list(cases.glob("*.tmp"))
 
 
+def test_a_resumed_run_discards_the_partial_writes_of_a_killed_one(serial, tmp_path):
+    """A kill during a write leaves its temporary file (the record itself is never
+    partial); the resumed run removes it before it starts."""
+    study, records = serial
+    store = ResultStore(tmp_path)
+    for record in list(records.values())[:2]:
+        store.write(record)
+    stale = store.folder / "tmpkilled.tmp"
+    stale.write_text('{"id": "half a rec', encoding="utf-8")
+    resumed = run_study(study, store, resume=True, progress=None)
+    assert comparable(resumed) == comparable(records)
+    assert not stale.exists()
+
+
 def test_a_failing_case_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     study = load_study(write_study(tmp_path))
 
