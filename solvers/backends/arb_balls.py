@@ -64,6 +64,9 @@ class ArbBackend(Backend):
     def key(self) -> tuple:
         return (self.name, self.digits, self.guard_bits)
 
+    def widened(self, extra_digits: int) -> Backend:
+        return ArbBackend(self.digits + extra_digits)
+
     def certify(
         self, computation: Callable[[Backend], Array], tolerance: float | None = None
     ) -> Array:

@@ -61,6 +61,11 @@ class Backend(ABC):
         with self.active():
             return computation(self)
 
+    def widened(self, extra_digits: int) -> Backend:
+        """This number system with `extra_digits` more decimal digits, where its precision
+        varies (mpmath, arb); a fixed format is itself."""
+        return self
+
     def reciprocal_sqrt(self, n: int) -> Array:
         """1 / sqrt(n) for a whole number n, as a number of this system (active): evaluated
         in its own arithmetic (systems at least as precise as float64)."""

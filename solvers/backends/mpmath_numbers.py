@@ -54,6 +54,9 @@ class MpmathBackend(Backend):
             1,
         )
 
+    def widened(self, extra_digits: int) -> Backend:
+        return MpmathBackend(self.digits + extra_digits)
+
     def _number(self, x: object) -> object:
         if isinstance(x, Fraction):
             return self.context.mpf(x.numerator) / x.denominator

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.backends import Array, Backend
+from solvers.backends import Array, Backend, convert
 from solvers.backends import backend as resolve_backend
 from solvers.equation.flow import LayerFlow
 from solvers.equation.problem import Problem
@@ -22,8 +22,8 @@ from solvers.reference.controller import (
     Controller,
     ReferenceEvent,
     Work,
-    tolerance_for,
 )
+from solvers.reference.guard_digits import reference_precision
 from solvers.validation import positive_int, positive_number
 
 
@@ -51,8 +51,12 @@ def solve_reference(
     max_steps: int = MAX_STEPS,
 ) -> ReferenceSolution:
     """Integrate the problem's flow (the continuous limit: post-LN on each layer's S2) to a
-    tolerance `tol` on each step's max-abs error relative to max(1, max |u|), by default
-    and at least TOLERANCE_FLOOR unit roundoffs of the working precision.
+    tolerance `tol` on each step's max-abs error relative to max(1, max |u|). In a fixed
+    format (float16 .. longdouble) the tolerance is by default, and at least,
+    TOLERANCE_FLOOR unit roundoffs. In mpmath or arb at D digits it is by default, and at
+    least, 10^-D / 10, and the run works at D + G digits, G guard digits that let the
+    order grow with D (solvers.reference.guard_digits); the states come back rounded to D
+    digits, and `error` includes that rounding.
 
     `error[n]` is the estimated global max-abs error at layer boundary n: each accepted
     step's estimate (its truncation from the tableau's differences, its rounding, modelled
@@ -67,7 +71,7 @@ def solve_reference(
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
     check_solvable(problem, ControlledReference())
     bk = resolve_backend(backend)
-    tol = tolerance_for(bk, None if tol is None else positive_number("tol", tol))
+    working, tol = reference_precision(bk, None if tol is None else positive_number("tol", tol))
     cap = 1.0 / positive_int("steps_per_unit", steps_per_unit)
     max_steps = positive_int("max_steps", max_steps)
     attempts: list[tuple[Work, list[float]]] = []  # certification may run it again
@@ -79,18 +83,31 @@ def solve_reference(
         attempts.append((work, run.errors))
         return integrate(problem, run, steps_per_unit, flow)
 
-    states = bk.to_output(bk.certify(computation, tolerance=tol))
+    computed = working.certify(computation, tolerance=tol)
     work, errors = attempts[-1]
+    states = computed if working is bk else _rounded(computed, working, bk, errors)
     return ReferenceSolution(
-        states=states,
+        states=bk.to_output(states),
         error=list(errors),
         accepted=work.accepted,
         rejected=work.rejected,
         evaluations=work.evaluations,
         events=list(work.events),
         tolerance=tol,
-        precision=repr(bk),
+        precision=repr(working),
     )
+
+
+def _rounded(computed: Array, working: Backend, bk: Backend, errors: list[float]) -> Array:
+    """The states of the guard-digit run rounded to bk (points), each boundary's rounding,
+    measured at the working precision, added to its error estimate (in place)."""
+    with bk.active():
+        states = bk.midpoints(convert(computed, working, bk))
+    with working.active():
+        rounding = working.to_float64(computed - convert(states, bk, working))
+    for n in range(len(errors)):
+        errors[n] += float(np.max(np.abs(rounding[n]))) * (1 + 1e-15)  # float64's own rounding
+    return states
 
 
 class _Run(SteppingMethod):

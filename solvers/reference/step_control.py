@@ -26,6 +26,17 @@ ROUNDING_SHARE = 0.5
 """A column is usable while its rounding is within this share of the tolerance."""
 
 
+def first_column(tol: float) -> int:
+    """ODEX's first column for a tolerance: about 0.6 log10(1 / tol) + 1.5, at least 3."""
+    return max(3, int(0.6 * -math.log10(tol) + 1.5))
+
+
+def column_rounding(columns: int, unit_roundoff: float) -> float:
+    """The rounding error a step at `columns` may add, relative to the state's size:
+    ROUNDING_FACTOR (Lambda_j + 2) unit roundoffs."""
+    return ROUNDING_FACTOR * (extrapolation_amplification(columns) + 2) * unit_roundoff
+
+
 def step_factor(ratio: float, column: int, low: float, high: float) -> float:
     """h_new / h for an estimate `ratio` (error / tolerance) at column j (order 2j)."""
     if not ratio > 0:
@@ -52,15 +63,13 @@ class StepControl:
             and self.rounding(self.max_columns + 1) <= ROUNDING_SHARE * tol
         ):
             self.max_columns += 1
-        start = int(0.6 * -math.log10(tol) + 1.5)
-        self.columns = min(self.max_columns - 1, max(3, start))
+        self.columns = min(self.max_columns - 1, first_column(tol))
         self.max_step = max_step
         self.h = max_step
 
     def rounding(self, columns: int) -> float:
-        """The rounding error a step at `columns` may add, relative to the state's size:
-        ROUNDING_FACTOR (Lambda_j + 2) unit roundoffs."""
-        return ROUNDING_FACTOR * (extrapolation_amplification(columns) + 2) * self.unit_roundoff
+        """`column_rounding` at this control's unit roundoff."""
+        return column_rounding(columns, self.unit_roundoff)
 
     def next_size(self) -> float:
         """The size of the next step: the planned one, at most `max_step`."""

@@ -71,6 +71,44 @@ def test_a_difference_that_cancels_by_chance_does_not_pass_for_convergence():
     assert truncation([1e-2, 1e-4, 1e-3]) == pytest.approx(TRUNCATION_SAFETY * 1e-3)
 
 
+def test_beyond_odex_columns_the_diagonal_difference_bounds_the_error():
+    """One step of 1/8 of two pre-LN GELU layers at 42 digits, columns up to 16: there
+    d_j (the error of T_j,j-1) falls below the true error of T_jj even doubled, and
+    |T_jj - T_j-1,j-1|, which `truncation` takes beyond LOCAL_COLUMNS, bounds it. The
+    truth: fixed-step extrapolation of order 16 at 50 digits in 16 steps."""
+    from solvers import LayerWeights, PiecewiseControls, Problem, solve
+    from solvers.integrators.tableaux import extrapolation_rows
+    from solvers.methods.extrapolation import Extrapolation
+    from solvers.reference.stepper import LOCAL_COLUMNS
+
+    layers = [LayerWeights.random(8, 2, 16, seed, activation="gelu") for seed in range(2)]
+    u0 = np.random.default_rng(0).standard_normal((4, 8))
+    problem = Problem(u0, PiecewiseControls(layers), 0.125, norm="pre")
+    high = backend("mpmath", 50)
+    truth = solve(problem, Extrapolation(levels=8), 128, high)
+    bk = backend("mpmath", 42)
+    with bk.active():
+        flow = LayerFlow.from_problem(problem, bk)
+        field = lambda t, u: flow.field(0, t, u)  # noqa: E731
+        rows = list(
+            extrapolation_rows(bk, field, bk.asarray(0), bk.asarray(u0), bk.asarray(0.125), 16)
+        )
+    with high.active():
+        exact = high.asarray(truth)
+
+        def size(x) -> float:
+            return float(np.max(np.abs(high.to_float64(high.asarray(x) - exact))))
+
+        errors = [size(value) for value, _ in rows]
+    with bk.active():
+        d = [float(np.max(np.abs(bk.to_float64(v - n)))) for v, n in rows[1:]]
+        diagonal = [float(np.max(np.abs(bk.to_float64(b[0] - a[0])))) for a, b in pairwise(rows)]
+    j = 16
+    assert j > LOCAL_COLUMNS and errors[j - 1] > TRUNCATION_SAFETY * d[j - 2]  # d_j fails
+    assert errors[j - 1] <= diagonal[j - 2]  # the diagonal difference holds
+    assert errors[7] <= TRUNCATION_SAFETY * d[6]  # within ODEX's columns d_j holds
+
+
 def test_an_accepted_attempt_is_within_its_estimate_of_the_exact_flow():
     """Uniform attention with a linear FFN (docs/model.md section 5): one attempted step of
     the whole first layer, accepted, is no further from the exact flow than its own

@@ -1,0 +1,44 @@
+"""The precision a reference works at: guard digits for a number system of variable
+precision, so that its order can grow with the digits asked for (docs/schemes.md
+section 7).
+
+A reference asked for in mpmath or arb at D digits is computed at D + G digits to a
+per-step tolerance of 10^-D / DIGIT_SAFETY, and rounded back to D digits. G is chosen so
+that ODEX's first column for that tolerance, and the one after it, are usable: their
+modelled rounding (solvers.reference.step_control.column_rounding) stays within
+ROUNDING_SHARE of the tolerance. Without guard digits the usable columns are capped by
+the rounding alone, the same at every precision, so more digits cost more steps at a
+fixed order; with them the order grows with the digits and more digits cost more work
+per step instead. A fixed format (float16 .. longdouble) cannot widen: its reference
+works at its own precision to at least TOLERANCE_FLOOR unit roundoffs, as before.
+"""
+
+from __future__ import annotations
+
+import math
+
+from solvers.backends import Backend
+from solvers.reference.controller import tolerance_for
+from solvers.reference.step_control import ROUNDING_SHARE, column_rounding, first_column
+
+DIGIT_SAFETY = 10.0
+"""The per-step tolerance is 10^-D / DIGIT_SAFETY, so that the global error, a sum over
+the steps, stays near 10^-D."""
+GUARD_FLOOR = 2
+"""At least this many guard digits."""
+
+
+def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]:
+    """(the backend a reference in `bk` works in, its per-step tolerance) for a requested
+    `tol` (None: the digits bk holds). In a fixed format: (bk, tolerance_for(bk, tol)).
+    In a variable precision of D digits the tolerance is at least 10^-D / DIGIT_SAFETY
+    (the states come back rounded to D digits) and the working backend has the guard
+    digits of the module docstring."""
+    if bk.widened(1).unit_roundoff >= bk.unit_roundoff:
+        return bk, tolerance_for(bk, tol)
+    floor = 10.0**-bk.digits / DIGIT_SAFETY
+    tol = floor if tol is None else max(tol, floor)
+    columns = first_column(tol) + 1
+    unit_needed = ROUNDING_SHARE * tol / column_rounding(columns, 1.0)
+    extra = max(GUARD_FLOOR, math.ceil(math.log10(bk.unit_roundoff / unit_needed)))
+    return bk.widened(extra), tol
