@@ -11,7 +11,9 @@ precision (mp.dps = digits), and with no more field evaluations than the fewest 
 steps of the order-24 extrapolation ("extrapolation", 157 evaluations a step, in the same
 backend) that reach its error (when none up to 32 steps does, the fixed steps having
 stopped at their rounding floor, there is none to compare with, and the most accurate is
-printed). The float64 series (solve_reference against DOP853 over the whole layer) are
+printed). And, at equal error (issue 32), the fastest solve_reference run at least as
+accurate as odefun's against odefun, one line per backend and digits, target 100x. The
+float64 series (solve_reference against DOP853 over the whole layer) are
 measured and plotted, not asserted. The figure (error against wall time, log-log) is
 written under pytest's temporary directory; its path is printed.
 
@@ -325,6 +327,37 @@ def test_dop853_float64(benchmark, tol):
     assert np.isfinite(state).all()
 
 
+def equal_error_lines() -> list[str]:
+    """Per backend and digits, the fastest solve_reference run at least as accurate as
+    odefun's against odefun: the comparison at equal error (issue 32, item 5). Returns the
+    failures of the target (TARGET_SPEEDUP) and of a missing run."""
+    failures = []
+    for digits, name in ((digits, name) for digits in DIGITS for name in BACKENDS):
+        odefun = targets["odefun", digits]
+        ours = [
+            run
+            for run in runs
+            if run.solver == "solve_reference"
+            and run.precision == f"{name} {digits}"
+            and run.error <= odefun.error
+        ]
+        if not ours:
+            failures.append(
+                f"{name} {digits} digits: no solve_reference run reaches odefun's error"
+            )
+            continue
+        best = min(ours, key=lambda run: run.seconds)
+        ratio = odefun.seconds / best.seconds
+        print(
+            f"odefun at equal error: {name} {digits} digits: tide {best.seconds:.3g} s error "
+            f"{best.error:.1e} (tol {best.tol:.0e}), odefun {odefun.seconds:.3g} s error "
+            f"{odefun.error:.1e}: {ratio:.1f}x (target >= {TARGET_SPEEDUP}x)"
+        )
+        if ratio < TARGET_SPEEDUP:
+            failures.append(f"{name} {digits} digits at equal error: {ratio:.1f}x")
+    return failures
+
+
 def save_figure(path) -> None:
     """Error against wall time, log-log, one series per solver and precision."""
     import matplotlib
@@ -424,6 +457,7 @@ def test_targets(benchmark, tmp_path_factory):
                 f"{default.seconds:.3g} s, error {default.error:.2e}, "
                 f"{odefun.seconds / default.seconds:.1f}x faster than odefun"
             )
+    failures += equal_error_lines()
     float64 = [run for run in runs if run.precision == "float64"]
     for run in (run for run in float64 if run.solver == "solve_reference"):
         rivals = [r for r in float64 if r.solver == "scipy DOP853" and r.error <= run.error]
