@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solvers.backends import Array, Backend
+from solvers.backends import Array, Backend, convert
 from solvers.backends import backend as resolve_backend
 from solvers.equation.flow import LayerFlow
 from solvers.equation.problem import Problem
@@ -81,8 +81,10 @@ def solve_layers(
     method = checked_method(problem, method)
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
     bk = resolve_backend(backend)
+    wide, method = method.working_precision(bk)
 
     def computation(working: Backend) -> Array:
         return integrate(problem, method, steps_per_unit, LayerFlow.from_problem(problem, working))
 
-    return bk.to_output(bk.certify(computation))
+    result = wide.certify(computation)
+    return bk.to_output(result if wide is bk else convert(result, wide, bk))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from solvers.backends import Array
+from solvers.backends import Array, Backend
 from solvers.equation.flow import LayerFlow
 
 
@@ -51,6 +51,12 @@ class SteppingMethod:
     """Whether the driver projects onto the layer's constraint set at each layer start
     (the continuous problem starts from u(0) = P(f)); the Lie scheme does not, so that at
     dt = 1 it is the Transformer, whose input is not normalised."""
+
+    def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
+        """The number system this method works in when asked for results in bk, and the
+        method to run there: bk and itself, unless the method adds guard digits (the
+        reference, solvers.reference.guard_digits)."""
+        return bk, self
 
     def step(
         self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None

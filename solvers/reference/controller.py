@@ -15,7 +15,7 @@ the error estimates too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from solvers.backends import Array, Backend
@@ -26,27 +26,17 @@ from solvers.methods.extrapolation import Extrapolation
 from solvers.methods.kinks import ActivationPattern
 from solvers.methods.stepping import Span, Step, StepHook, SteppingMethod
 from solvers.reference.global_error import GlobalError
+from solvers.reference.guard_digits import reference_precision, tolerance_for
 from solvers.reference.step_control import StepControl
 from solvers.reference.stepper import attempt_step
-from solvers.validation import positive_number
 
 MAX_REJECTIONS = 30
 """Consecutive rejections after which the step is declared impossible (stiff or unstable)."""
 MAX_STEPS = 100_000
 """The default budget of steps (accepted and rejected) of one run."""
-TOLERANCE_FLOOR = 1000
-"""The tolerance is at least this many unit roundoffs: there the rounding share leaves
-enough columns usable for a high order (solvers.reference.step_control)."""
 STEP_FLOOR = 64
 """The smallest step, in unit roundoffs of max(1, |t|); a remainder of a layer below
 4 STEP_FLOOR of them (left by a kink just before its end) is crossed by one Heun step."""
-
-
-def tolerance_for(bk: Backend, tol: float | None) -> float:
-    """The tolerance a run in bk works to: `tol`, raised to TOLERANCE_FLOOR unit roundoffs
-    (the working precision, also the default)."""
-    floor = TOLERANCE_FLOOR * bk.unit_roundoff
-    return floor if tol is None else max(positive_number("tol", tol), floor)
 
 
 @dataclass(frozen=True)
@@ -79,6 +69,12 @@ class ControlledReference(SteppingMethod):
     tol: float | None = None
     max_steps: int = MAX_STEPS
     order: float = math.inf
+
+    def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
+        """bk widened by the reference's guard digits, and this method at the tolerance
+        they serve (solvers.reference.guard_digits)."""
+        working, tol = reference_precision(bk, self.tol)
+        return working, replace(self, tol=tol)
 
     def controller(self, flow: LayerFlow, work: Work, max_step: float = 1.0) -> Controller:
         """A controller of this method's tolerance and budget on `flow`."""

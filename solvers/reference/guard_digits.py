@@ -18,14 +18,26 @@ from __future__ import annotations
 import math
 
 from solvers.backends import Backend
-from solvers.reference.controller import tolerance_for
 from solvers.reference.step_control import ROUNDING_SHARE, column_rounding, first_column
+from solvers.validation import positive_number
+
+TOLERANCE_FLOOR = 1000
+"""In a fixed format the tolerance is at least this many unit roundoffs: there the
+rounding share leaves enough columns usable for a high order
+(solvers.reference.step_control)."""
 
 DIGIT_SAFETY = 10.0
 """The per-step tolerance is 10^-D / DIGIT_SAFETY, so that the global error, a sum over
 the steps, stays near 10^-D."""
 GUARD_FLOOR = 2
 """At least this many guard digits."""
+
+
+def tolerance_for(bk: Backend, tol: float | None) -> float:
+    """The tolerance a run in bk works to: `tol`, raised to TOLERANCE_FLOOR unit roundoffs
+    (the working precision, also the default)."""
+    floor = TOLERANCE_FLOOR * bk.unit_roundoff
+    return floor if tol is None else max(positive_number("tol", tol), floor)
 
 
 def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]:

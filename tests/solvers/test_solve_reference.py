@@ -180,9 +180,9 @@ STIFF_CASES = [(norm, ("float64",), m) for norm in ("none", "post") for m in (1,
     (norm, ("mpmath", 30), 1) for norm in ("none", "post")
 ]
 """Every case in float64; in mpmath m = 1 for each norm ("none" is the one that used to
-divide by zero), as a call takes about 18 s there (its steps are far shorter than 1/8, to
-its 1e-28 tolerance, so every m does the same work): the other m pass too (measured when
-this test was written; the issue-15 closing note has the figures)."""
+divide by zero), as a call takes over 10 s there (its steps are far shorter than 1/8, to
+its 1e-31 tolerance with guard digits, so every m does the same work): the other m pass
+too (measured when this test was written; the issue-15 closing note has the figures)."""
 
 
 @pytest.mark.parametrize(("norm", "precision", "m"), STIFF_CASES, ids=str)
