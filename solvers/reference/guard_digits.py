@@ -4,7 +4,8 @@ section 7).
 
 A reference asked for in mpmath or arb at D digits is computed at D + G digits to a
 per-step tolerance of 10^-D / DIGIT_SAFETY, and rounded back to D digits. G is chosen so
-that ODEX's first column for that tolerance, and the one after it, are usable: their
+that ODEX's first column for that tolerance, and the one after it (at most the
+MAX_COLUMNS a step may use), are usable: their
 modelled rounding (solvers.reference.step_control.column_rounding) stays within
 ROUNDING_SHARE of the tolerance. Without guard digits the usable columns are capped by
 the rounding alone, the same at every precision, so more digits cost more steps at a
@@ -18,7 +19,12 @@ from __future__ import annotations
 import math
 
 from solvers.backends import Backend
-from solvers.reference.step_control import ROUNDING_SHARE, column_rounding, first_column
+from solvers.reference.step_control import (
+    MAX_COLUMNS,
+    ROUNDING_SHARE,
+    column_rounding,
+    first_column,
+)
 from solvers.validation import positive_number
 
 TOLERANCE_FLOOR = 1000
@@ -50,7 +56,9 @@ def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]
         return bk, tolerance_for(bk, tol)
     floor = 10.0**-bk.digits / DIGIT_SAFETY
     tol = floor if tol is None else max(tol, floor)
-    columns = first_column(tol) + 1
+    columns = min(first_column(tol) + 1, MAX_COLUMNS)
     unit_needed = ROUNDING_SHARE * tol / column_rounding(columns, 1.0)
-    extra = max(GUARD_FLOOR, math.ceil(math.log10(bk.unit_roundoff / unit_needed)))
+    extra = max(GUARD_FLOOR, math.ceil(math.log10(bk.unit_roundoff / unit_needed)) - 1)
+    while bk.widened(extra).unit_roundoff > unit_needed:  # decimal digits to binary bits
+        extra += 1
     return bk.widened(extra), tol

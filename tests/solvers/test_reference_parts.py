@@ -194,3 +194,32 @@ def test_a_smooth_layer_has_no_pattern():
     flow = _kinked_flow(np.zeros((1, 2)))
     flow.controls.acting_on(0)[0].activation = "gelu"
     assert ActivationPattern.start(flow, 0, 0.0, np.ones((1, 2))) is None
+
+
+@pytest.mark.parametrize("digits", [5, 30, 45, 60, 200])
+def test_guard_digits_are_the_fewest_that_keep_the_first_columns_usable(digits):
+    """At D digits the reference works at D + G to 10^-D / 10; with G digits the first
+    column for that tolerance and the next (at most MAX_COLUMNS) keep their rounding
+    within the share of the tolerance, with G - 1 they would not (unless G is the floor);
+    fixed formats keep their precision and their 1000 u."""
+    from solvers.reference.guard_digits import GUARD_FLOOR, reference_precision
+    from solvers.reference.step_control import (
+        MAX_COLUMNS,
+        ROUNDING_SHARE,
+        column_rounding,
+        first_column,
+    )
+
+    bk = backend("mpmath", digits)
+    working, tol = reference_precision(bk, None)
+    assert tol == pytest.approx(10.0**-digits / 10)
+    assert reference_precision(bk, 1e-300)[1] == tol  # the floor
+    columns = min(first_column(tol) + 1, MAX_COLUMNS)
+    assert column_rounding(columns, working.unit_roundoff) <= ROUNDING_SHARE * tol
+    guard = working.digits - digits
+    if guard > GUARD_FLOOR:
+        fewer = bk.widened(guard - 1)
+        assert column_rounding(columns, fewer.unit_roundoff) > ROUNDING_SHARE * tol
+    for fixed in ("float32", "float64", "longdouble"):
+        fixed_bk = backend(fixed)
+        assert reference_precision(fixed_bk, None) == (fixed_bk, 1000 * fixed_bk.unit_roundoff)
