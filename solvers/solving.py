@@ -81,10 +81,13 @@ def solve_layers(
     method = checked_method(problem, method)
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
     bk = resolve_backend(backend)
-    wide, method = method.working_precision(bk)
+    wide, method = method.working_precision(bk, problem.has_kinks())
 
     def computation(working: Backend) -> Array:
         return integrate(problem, method, steps_per_unit, LayerFlow.from_problem(problem, working))
 
     result = wide.certify(computation)
-    return bk.to_output(result if wide is bk else convert(result, wide, bk))
+    if wide is not bk:  # points rounded to bk, as solve_reference returns them
+        with bk.active():
+            result = bk.midpoints(convert(result, wide, bk))
+    return bk.to_output(result)

@@ -70,10 +70,10 @@ class ControlledReference(SteppingMethod):
     max_steps: int = MAX_STEPS
     order: float = math.inf
 
-    def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
+    def working_precision(self, bk: Backend, kinks: bool) -> tuple[Backend, SteppingMethod]:
         """bk widened by the reference's guard digits, and this method at the tolerance
         they serve (solvers.reference.guard_digits)."""
-        working, tol = reference_precision(bk, self.tol)
+        working, tol = reference_precision(bk, self.tol, kinks)
         return working, replace(self, tol=tol)
 
     def controller(self, flow: LayerFlow, work: Work, max_step: float = 1.0) -> Controller:

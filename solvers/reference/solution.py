@@ -71,7 +71,9 @@ def solve_reference(
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
     check_solvable(problem, ControlledReference())
     bk = resolve_backend(backend)
-    working, tol = reference_precision(bk, None if tol is None else positive_number("tol", tol))
+    working, tol = reference_precision(
+        bk, None if tol is None else positive_number("tol", tol), problem.has_kinks()
+    )
     cap = 1.0 / positive_int("steps_per_unit", steps_per_unit)
     max_steps = positive_int("max_steps", max_steps)
     attempts: list[tuple[Work, list[float]]] = []  # certification may run it again
@@ -85,7 +87,10 @@ def solve_reference(
 
     computed = working.certify(computation, tolerance=tol)
     work, errors = attempts[-1]
-    states = computed if working is bk else _rounded(computed, working, bk, errors)
+    if working is not bk:
+        states = _rounded(computed, working, bk, errors, problem.real_tokens())
+    else:
+        states = computed
     return ReferenceSolution(
         states=bk.to_output(states),
         error=list(errors),
@@ -98,15 +103,22 @@ def solve_reference(
     )
 
 
-def _rounded(computed: Array, working: Backend, bk: Backend, errors: list[float]) -> Array:
+def _rounded(
+    computed: Array, working: Backend, bk: Backend, errors: list[float], real: np.ndarray
+) -> Array:
     """The states of the guard-digit run rounded to bk (points), each boundary's rounding,
-    measured at the working precision, added to its error estimate (in place)."""
+    measured at the working precision over the `real` tokens' rows (as every estimate is),
+    added to its error estimate (in place). In balls the measure is the difference's
+    midpoint plus its radius, which covers a conversion that went through decimals."""
     with bk.active():
         states = bk.midpoints(convert(computed, working, bk))
     with working.active():
-        rounding = working.to_float64(computed - convert(states, bk, working))
-    for n in range(len(errors)):
-        errors[n] += float(np.max(np.abs(rounding[n]))) * (1 + 1e-15)  # float64's own rounding
+        difference = computed - convert(states, bk, working)
+        for n in range(len(errors)):
+            state = difference[n]
+            rows = state[real] if real.ndim == state.ndim - 1 else state[..., real, :]
+            size = np.max(np.abs(working.to_float64(rows))) + working.max_radius(rows)
+            errors[n] += float(size) * (1 + 1e-15)  # float64's own rounding
     return states
 
 
