@@ -81,7 +81,7 @@ def solve_layers(
     method = checked_method(problem, method)
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
     bk = resolve_backend(backend)
-    wide, method = method.working_precision(bk, problem.has_kinks())
+    wide, method = method.working_precision(bk)
 
     def computation(working: Backend) -> Array:
         return integrate(problem, method, steps_per_unit, LayerFlow.from_problem(problem, working))

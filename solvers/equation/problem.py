@@ -181,10 +181,6 @@ class Problem:
     def tokens(self) -> int:
         return self.u0.shape[-2]
 
-    def has_kinks(self) -> bool:
-        """Whether a layer's FFN has ReLU kinks (its activation is relu)."""
-        return any(layer.activation == "relu" for layer in self.controls.all_layers())
-
     def token_positions(self) -> np.ndarray:
         """The tokens' positions (N,): the given ones, or 0, 1, ..., N - 1."""
         return (

@@ -140,48 +140,95 @@ def rk_step(bk: Backend, field: Field, t: Array, u: Array, h: Array, tableau: Ta
     return result
 
 
+@dataclass(frozen=True)
+class StepNumbers:
+    """The sub-step counts of the extrapolation's rows: n_j = first + increment (j - 1)."""
+
+    first: int
+    increment: int
+
+    def __call__(self, j: int) -> int:
+        return self.first + self.increment * (j - 1)
+
+
+EVEN = StepNumbers(2, 2)
+"""2, 4, 6, 8, ...: ODEX's default, the cheapest per column."""
+DENSE = StepNumbers(2, 4)
+"""2, 6, 10, 14, ...: n_j / 2 is odd in every row, so the midpoint of the step is a grid
+point of the same parity in all of them, as the dense output needs (docs/schemes.md
+section 8)."""
+
+
+@dataclass
+class RowSamples:
+    """What the dense output keeps of row j: the midpoint rule's state at the step's
+    midpoint (index n_j / 2, before smoothing) and its field values f_0, ..., f_n_j at the
+    sub-step points (f_n_j at the unsmoothed end state)."""
+
+    midpoint: Array
+    fields: list[Array]
+
+
 def extrapolation_rows(
-    bk: Backend, field: Field, t: Array, u: Array, h: Array, levels: int
+    bk: Backend,
+    field: Field,
+    t: Array,
+    u: Array,
+    h: Array,
+    levels: int,
+    numbers: StepNumbers = EVEN,
+    samples: list[RowSamples] | None = None,
+    start: Array | None = None,
 ) -> Iterator[tuple[Array, Array | None]]:
     """The Gragg-Bulirsch-Stoer tableau over one step, row by row (docs/schemes.md section 3).
 
-    T_{j,1} is Gragg's smoothed modified midpoint rule with n_j = 2j sub-steps; its error
-    expands in even powers of h / n_j, which Aitken-Neville removes one at a time:
+    T_{j,1} is Gragg's smoothed modified midpoint rule with n_j sub-steps (`numbers`); its
+    error expands in even powers of h / n_j, which Aitken-Neville removes one at a time:
     T_{j,k+1} = T_{j,k} + (T_{j,k} - T_{j-1,k}) / ((n_j / n_{j-k})^2 - 1), the ratios exact
     rationals rounded into the backend. Row j yields (T_{j,j}, T_{j,j-1}): the value of
     order 2j and its neighbour, whose difference estimates the error of T_{j,j-1} (None
-    in row 1). f(t, u) is evaluated once for all rows.
+    in row 1). f(t, u) is evaluated once for all rows, unless given as `start`. With
+    `samples`, each row appends its RowSamples (for the dense output; n_j must then be
+    even).
     """
-    start = field(t, u)
+    start = field(t, u) if start is None else start
     previous_row: list[Array] = []
     for j in range(1, levels + 1):
-        n = 2 * j
+        n = numbers(j)
         step = h / n
         before, current = u, u + start * step
+        fields = [start]
         for i in range(1, n):
-            before, current = current, before + field(t + step * i, current) * (2 * step)
-        row = [(current + before + field(t + h, current) * step) / 2]
+            if samples is not None and i == n // 2:
+                midpoint = current
+            slope = field(t + step * i, current)
+            fields.append(slope)
+            before, current = current, before + slope * (2 * step)
+        slope = field(t + h, current)
+        row = [(current + before + slope * step) / 2]
+        if samples is not None:
+            fields.append(slope)
+            samples.append(RowSamples(midpoint, fields))
         for k in range(1, j):
-            ratio = bk.asarray(Fraction(j, j - k) ** 2 - 1)
+            ratio = bk.asarray(Fraction(n, numbers(j - k)) ** 2 - 1)
             row.append(row[k - 1] + (row[k - 1] - previous_row[k - 1]) / ratio)
         previous_row = row
         yield row[-1], (row[-2] if j > 1 else None)
 
 
 @functools.cache
-def extrapolation_amplification(levels: int) -> float:
+def extrapolation_amplification(levels: int, numbers: StepNumbers = EVEN) -> float:
     """The Lebesgue constant of T_{L,L}: sum_i |c_i| over the weights of the first column,
-    c_i = prod_{k != i} n_i^2 / (n_i^2 - n_k^2) with n_i = 2i (the extrapolation to
-    h = 0 in h^2). A perturbation of size e in the T_{i,1} moves T_{L,L} by at most
-    this times e; for this sequence it grows about 2.2-fold per column (docs/schemes.md
-    section 7)."""
-    squares = [Fraction(2 * i) ** 2 for i in range(1, levels + 1)]
+    c_i = prod_{k != i} n_i^2 / (n_i^2 - n_k^2) (the extrapolation to h = 0 in h^2). A
+    perturbation of size e in the T_{i,1} moves T_{L,L} by at most this times e; for the
+    even numbers it grows about 2.2-fold per column (docs/schemes.md section 7)."""
+    squares = [Fraction(numbers(i)) ** 2 for i in range(1, levels + 1)]
     return float(sum(abs(math.prod(a / (a - b) for b in squares if b != a)) for a in squares))
 
 
-def extrapolation_evaluations(levels: int) -> int:
-    """Field evaluations of `levels` rows: 1 + sum_j 2j."""
-    return 1 + levels * (levels + 1)
+def extrapolation_evaluations(levels: int, numbers: StepNumbers = EVEN) -> int:
+    """Field evaluations of `levels` rows: 1 + sum_j n_j."""
+    return 1 + sum(numbers(j) for j in range(1, levels + 1))
 
 
 def extrapolation_step(

@@ -52,10 +52,10 @@ class SteppingMethod:
     (the continuous problem starts from u(0) = P(f)); the Lie scheme does not, so that at
     dt = 1 it is the Transformer, whose input is not normalised."""
 
-    def working_precision(self, bk: Backend, kinks: bool) -> tuple[Backend, SteppingMethod]:
-        """The number system this method works in when asked for results in bk (for a
-        problem with ReLU `kinks` or not), and the method to run there: bk and itself,
-        unless the method adds guard digits (the reference, solvers.reference.guard_digits)."""
+    def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
+        """The number system this method works in when asked for results in bk, and the
+        method to run there: bk and itself, unless the method adds guard digits (the
+        reference, solvers.reference.guard_digits)."""
         return bk, self
 
     def step(

@@ -9,6 +9,7 @@ from functools import partial
 
 import numpy as np
 
+from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
 from solvers.errors import NumericalBreakdownError
 from solvers.methods.stepping import Step
@@ -22,13 +23,21 @@ class GlobalError:
         self.error = 0.0
         self.direction: np.ndarray | None = None
 
-    def carry(self, flow: LayerFlow, step: Step, estimate: float, difference: np.ndarray) -> int:
+    def carry(
+        self,
+        flow: LayerFlow,
+        step: Step,
+        estimate: float,
+        difference: np.ndarray,
+        start: Array | None = None,
+    ) -> int:
         """The estimate after a committed step of size h from (t, u): the error carried in,
         times the step's growth factor exp(h max(rho, 0)), plus the step's own estimate. rho =
         <e, J e> / <e, e> is the rate at which the flow stretches the carried direction e,
         the largest over the members of a batch, from a difference quotient of the field
-        at the step's start in the working precision. Returns the field evaluations used
-        (two, or none before any error)."""
+        at the step's start in the working precision (`start`: the field at (t, u), when
+        the caller has it). Returns the field evaluations used (two, one with `start`, or
+        none before any error)."""
         bk, n, t, u = flow.bk, step.layer, step.t, step.before
         growth, evaluations = 1.0, 0
         norm = float(np.linalg.norm(self.direction)) if self.direction is not None else 0.0
@@ -37,8 +46,10 @@ class GlobalError:
             delta = math.sqrt(bk.unit_roundoff) * flow.scale(u)
             shifted = u + bk.asarray(delta * unit)
             field = partial(flow.field, n, t, pattern=step.pattern)
-            stretch = bk.to_float64(field(shifted) - field(u)) / delta
-            evaluations = 2
+            if start is None:
+                start, evaluations = field(u), 1
+            stretch = bk.to_float64(field(shifted) - start) / delta
+            evaluations += 1
             along = np.sum(unit * stretch, axis=(-2, -1)).ravel()
             length = np.sum(unit * unit, axis=(-2, -1)).ravel()
             rates = along[length > 0] / length[length > 0]

@@ -46,18 +46,13 @@ def tolerance_for(bk: Backend, tol: float | None) -> float:
     return floor if tol is None else max(positive_number("tol", tol), floor)
 
 
-def reference_precision(
-    bk: Backend, tol: float | None, kinks: bool = False
-) -> tuple[Backend, float]:
+def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]:
     """(the backend a reference in `bk` works in, its per-step tolerance) for a requested
     `tol` (None: the digits bk holds). In a fixed format: (bk, tolerance_for(bk, tol)).
     In a variable precision of D digits the tolerance is at least 10^-D / DIGIT_SAFETY
     (the states come back rounded to D digits) and the working backend has the guard
-    digits of the module docstring. A problem with ReLU `kinks` keeps bk and
-    tolerance_for(bk, tol), as a fixed format does: the kink search is not yet safe over
-    the longer steps of the higher orders (a kink can be missed; docs/schemes.md
-    section 7)."""
-    if kinks or bk.widened(1).unit_roundoff >= bk.unit_roundoff:
+    digits of the module docstring."""
+    if bk.widened(1).unit_roundoff >= bk.unit_roundoff:
         return bk, tolerance_for(bk, tol)
     floor = 10.0**-bk.digits / DIGIT_SAFETY
     tol = floor if tol is None else max(tol, floor)

@@ -71,9 +71,7 @@ def solve_reference(
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
     check_solvable(problem, ControlledReference())
     bk = resolve_backend(backend)
-    working, tol = reference_precision(
-        bk, None if tol is None else positive_number("tol", tol), problem.has_kinks()
-    )
+    working, tol = reference_precision(bk, None if tol is None else positive_number("tol", tol))
     cap = 1.0 / positive_int("steps_per_unit", steps_per_unit)
     max_steps = positive_int("max_steps", max_steps)
     attempts: list[tuple[Work, list[float]]] = []  # certification may run it again

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import math
 
-from solvers.integrators.tableaux import extrapolation_amplification, extrapolation_evaluations
+from solvers.integrators.tableaux import (
+    EVEN,
+    StepNumbers,
+    extrapolation_amplification,
+    extrapolation_evaluations,
+)
 
 SAFETY, SAFETY_ERROR = 0.94, 0.65
 """ODEX's safety factors: h_new = h SAFETY (SAFETY_ERROR / err)^(1 / (2j - 1))."""
@@ -75,23 +80,32 @@ class StepControl:
         """The size of the next step: the planned one, at most `max_step`."""
         return min(self.h, self.max_step)
 
-    def accepted(self, h: float, j: int, ratio: dict[int, float]) -> None:
-        """Plan after a step of size h accepted at column j: the column of least work per
-        unit step among j - 1, j (and j + 1 when the target was met at its own column), and
-        its step size."""
+    def accepted(
+        self, h: float, j: int, ratio: dict[int, float], numbers: StepNumbers = EVEN
+    ) -> None:
+        """Plan after a step of size h accepted at column j (rows of `numbers`): the column
+        of least work per unit step among j - 1, j (and j + 1 when the target was met at
+        its own column), and its step size."""
         optimal = {i: h * step_factor(r, i, *GROWTH_LIMITS) for i, r in ratio.items()}
-        work = {i: extrapolation_evaluations(i) / optimal[i] for i in optimal}
+        cost = {i: extrapolation_evaluations(i, numbers) for i in (*optimal, j + 1)}
+        work = {i: cost[i] / optimal[i] for i in optimal}
         column = j
         if j - 1 in work and work[j - 1] < 0.9 * work[j]:
             column = j - 1
         elif j == self.columns and j < self.max_columns:
             column = j + 1
-            optimal[column] = min(
-                h * GROWTH_LIMITS[1],
-                optimal[j] * extrapolation_evaluations(j + 1) / extrapolation_evaluations(j),
-            )
+            optimal[column] = min(h * GROWTH_LIMITS[1], optimal[j] * cost[j + 1] / cost[j])
         self.columns = max(2, column)
         self.h = optimal.get(column, optimal[j])
+
+    def column_for(self, shorter: float, h: float, ratio: dict[int, float]) -> int:
+        """The lowest column that the ratios of a step of size h predict within the
+        tolerance, with the safety factors, for a step of size `shorter`: the error of
+        column i scales as h^(2i - 1). The highest column tried if none."""
+        for i in sorted(ratio):
+            if i >= 2 and ratio[i] * (shorter / h) ** (2 * i - 1) <= SAFETY_ERROR * SAFETY:
+                return i
+        return max(ratio)
 
     def rejected(self, h: float, ratio: float, column: int) -> None:
         """Shrink the step after a step of size h failed with `ratio` at `column`."""

@@ -14,7 +14,13 @@ import numpy as np
 from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
 from solvers.errors import NumericalBreakdownError, WideBallsError
-from solvers.integrators.tableaux import extrapolation_evaluations, extrapolation_rows
+from solvers.integrators.tableaux import (
+    EVEN,
+    RowSamples,
+    StepNumbers,
+    extrapolation_evaluations,
+    extrapolation_rows,
+)
 from solvers.reference.step_control import StepControl
 
 TRUNCATION_SAFETY = 2.0
@@ -39,8 +45,8 @@ step does not narrow them): the run stops and certification adds guard bits."""
 class Attempt:
     """What one attempt gave: the accepted state T_jj (None: no column came within the
     tolerance), its estimated error (absolute), the signed T_jj - T_j,j-1 in float64, the
-    column j, the ratios estimate / tolerance per column tried, and the field evaluations
-    it took."""
+    column j, the ratios estimate / tolerance per column tried, the field evaluations it
+    took, and (when asked for) what the rows up to j keep for the dense output."""
 
     value: Array | None
     estimate: float
@@ -48,6 +54,7 @@ class Attempt:
     column: int
     ratio: dict[int, float]
     evaluations: int
+    samples: list[RowSamples] | None = None
 
 
 def truncation(differences: list[float], diagonal: float = 0.0) -> float:
@@ -77,19 +84,29 @@ def attempt_step(
     tol: float,
     scale: float,
     control: StepControl,
+    target: int | None = None,
+    numbers: StepNumbers = EVEN,
+    dense: bool = False,
+    start: Array | None = None,
 ) -> Attempt:
-    """Rows up to control.columns + 1; accept the first of columns k - 1, k, k + 1 (k the
-    target) whose estimate is within tol relative to `scale`: truncation (`truncation`)
-    plus the step's rounding, measured by the radii in balls (added after the projection,
-    by the caller), modelled otherwise (StepControl.rounding). Raises WideBallsError when
-    the radii, not the truncation, fail (a shorter step would not help)."""
+    """Rows (of `numbers`) up to k + 1, k the target column (control.columns unless given);
+    accept the first of columns k - 1, k, k + 1 whose estimate is within tol relative to
+    `scale`: truncation (`truncation`) plus the step's rounding, measured by the radii in
+    balls (added after the projection, by the caller), modelled otherwise
+    (StepControl.rounding). With `dense`, the attempt keeps the rows' samples for the
+    dense output; `start` is f(t, u) when the caller has it (the evaluations then count
+    one fewer). Raises WideBallsError when the radii, not the truncation, fail (a
+    shorter step would not help)."""
     bk = flow.bk
-    h, target = bk.to_float64(size), control.columns
+    h = bk.to_float64(size)
+    target = control.columns if target is None else target
     last = min(target + 1, control.max_columns)
     field = partial(flow.field, n, pattern=pattern)
     ratio, differences, rows, previous = {}, [], last, None
+    samples: list[RowSamples] | None = [] if dense else None
+    given = 0 if start is None else 1
     for j, (value, neighbour) in enumerate(
-        extrapolation_rows(bk, field, t, u, size, last), start=1
+        extrapolation_rows(bk, field, t, u, size, last, numbers, samples, start), start=1
     ):
         if j == 1:
             previous = value
@@ -121,6 +138,8 @@ def attempt_step(
                 flow.judged(bk.to_float64(difference)),
                 j,
                 ratio,
-                extrapolation_evaluations(j),
+                extrapolation_evaluations(j, numbers) - given,
+                samples,
             )
-    return Attempt(None, math.inf, None, min(target, last), ratio, extrapolation_evaluations(rows))
+    evaluations = extrapolation_evaluations(rows, numbers) - given
+    return Attempt(None, math.inf, None, min(target, last), ratio, evaluations)

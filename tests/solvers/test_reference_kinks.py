@@ -1,0 +1,65 @@
+"""The reference's ReLU kinks, found on the dense output of its steps, against solutions that
+do not locate kinks at all: scipy's DOP853 on the ReLU field itself, which crosses them by
+step-size control (docs/schemes.md section 8)."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+
+from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve_reference
+from solvers.methods.kinks import Margins
+from tests.scipy_truth import dop853_final_state
+
+
+def _relu_problem(seed: int, d: int, heads: int, d_ff: int, tokens: int, **options) -> Problem:
+    rng = np.random.default_rng(seed)
+    layers = [
+        LayerWeights.random(d, heads, d_ff, rng, activation="relu", **options) for _ in range(2)
+    ]
+    return Problem(rng.standard_normal((tokens, d)), PiecewiseControls(layers), 2, norm="pre")
+
+
+def test_a_unit_that_switches_on_and_off_inside_a_step_is_located():
+    """Unit (token 0, hidden 2) of layer 1 switches on at t = 1.3095 and off at 1.4161,
+    inside one step of the float64 reference. The search by trial steps looked at the
+    step's end only and missed the pair: off by 2.4e-5 with an estimate of 2e-12. arb at
+    30 digits (with guard digits) is the truth here, checked against DOP853."""
+    problem = _relu_problem(11, 4, 2, 8, 3, bias_scale=0.5)
+    result = solve_reference(problem)
+    pair = [e.time for e in result.events if e.layer == 1 and e.unit == (0, 2)]
+    assert len(pair) == 2 and abs(pair[0] - 1.309486) < 1e-6 and abs(pair[1] - 1.416134) < 1e-6
+    high = solve_reference(problem, backend=backend("arb", 30))
+    with mpmath.workdps(40):
+        truth = np.array(
+            [float(mpmath.mpf(x.mid().str(40, radius=False))) for x in high.states[-1].ravel()]
+        )
+    truth = truth.reshape(problem.u0.shape)
+    assert np.abs(dop853_final_state(problem, 2.3e-14) - truth).max() <= 1e-12
+    assert np.abs(result.states[-1] - truth).max() <= result.error[-1] <= 1e-11
+    assert high.error[-1] <= 1e-29
+
+
+def test_kinks_are_located_at_a_few_evaluations_each():
+    """Two pre-LN ReLU layers (d 16, d_ff 64, 8 tokens) at tol 1e-8: hundreds of kinks, a
+    few dozen field evaluations each (a trial-step search paid about 480), and the
+    result within its estimate of DOP853 at rtol 1e-13."""
+    problem = _relu_problem(1, 16, 4, 64, 8)
+    result = solve_reference(problem, tol=1e-8)
+    assert len(result.events) > 200
+    assert result.evaluations / len(result.events) <= 60
+    distance = np.abs(dop853_final_state(problem, 1e-13) - result.states[-1]).max()
+    assert distance <= result.error[-1]
+
+
+def test_a_clear_step_is_kept_only_if_no_unit_can_have_reached_zero():
+    """Distances 1 and 2 at the start, rates -1 and 0: a step of 0.2 is clear (4 x 0.2 < 1)
+    and 0.3 is not. Ending at 0.8 (the linear prediction) keeps it; ending off the side
+    does not; nor does a start at rate -5 that ends at 0.9 after a step of 1, whose
+    quadratic dips below zero inside."""
+    margins = Margins(np.array([1.0, 2.0]), np.array([-1.0, 0.0]))
+    assert margins.clear(0.2) and not margins.clear(0.3)
+    assert margins.kept(np.array([0.8, 2.0]), 0.2)
+    assert not margins.kept(np.array([-0.1, 2.0]), 0.2)  # off its side at the end
+    # rate -5 over 1: the quadratic 1 - 5 theta + 4.9 theta^2 dips to -0.28 inside
+    assert not Margins(np.array([1.0, 2.0]), np.array([-5.0, 0.0])).kept(np.array([0.9, 2.0]), 1.0)
