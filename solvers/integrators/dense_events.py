@@ -20,6 +20,9 @@ FINE = 8
 """Fine intervals per fit degree on which the fitted switching functions are scanned."""
 MAX_POLISH = 12
 """Chord iterations that move the fit's root onto the dense output's own."""
+ZERO_BAND = 64.0
+"""A switching function within this many unit roundoffs of max(1, max |z|) of zero is at
+zero (the fit's roundoffs are float64's at least): it is on either side."""
 
 SwitchingAlong = Callable[[Array], Array]
 """theta -> the switching functions at the dense output's point theta in [0, 1]."""
@@ -46,8 +49,12 @@ def first_crossing(
     weights: np.ndarray,
     budget: float,
 ) -> Crossing | None:
-    """The first theta in (0, 1] where a unit that is on its pattern's side (z > 0 where
-    `positive`) leaves it, silent units aside; None when none does.
+    """The first theta in [0, 1] where a unit that is on its pattern's side (z > 0 where
+    `positive`, or at zero: within ZERO_BAND roundoffs) leaves it, silent units aside;
+    None when none does. A unit at zero at theta = 0 (just switched, or touching zero) is
+    watched like the others; one off its side there that does not come to it during the
+    step crosses at theta = 0 (it was switched early with another, or where it dipped
+    across zero on a dense output and not on the solution: see ActivationPattern.switch).
 
     z is sampled at degree + 1 Chebyshev-Lobatto points of [0, 1] and fitted by its
     Chebyshev interpolant, which is scanned on FINE * degree intervals: a unit leaves in
@@ -69,13 +76,19 @@ def first_crossing(
     fine, slopes = _scan(degree) @ coefficients, _scan_slopes(degree) @ coefficients
     side = np.broadcast_to(np.where(positive, 1.0, -1.0), shape).reshape(-1)
     watched = ~np.broadcast_to(silent, shape).reshape(-1)
-    on = (fine * side > 0) & watched
+    roundoff = max(bk.unit_roundoff, np.finfo(np.float64).eps / 2)
+    band = ZERO_BAND * roundoff * max(1.0, float(np.max(np.abs(values), initial=0.0)))
+    on = (fine * side > -band) & watched
     roots = _first_roots(coefficients, fine, slopes, side, on)
+    roots.update(dict.fromkeys(np.nonzero(watched & ~on.any(axis=0))[0].tolist(), 0.0))
     if not roots:
         return None
     unit, root = min(roots.items(), key=lambda item: item[1])
     rates = 2 * chebyshev.chebval(2 * root - 1, chebyshev.chebder(coefficients))
-    theta = _polish(bk, along, root, np.unravel_index(unit, shape), rates[unit])
+    if root == 0.0:  # a unit stranded off its side: it switches where the step starts
+        theta = bk.asarray(0.0)
+    else:
+        theta = _polish(bk, along, root, np.unravel_index(unit, shape), rates[unit])
     later = _approximate_roots(fine, on) | roots
     cost = np.broadcast_to(weights, shape).reshape(-1) * np.abs(rates) / 2
     switching = np.zeros(flat.shape[1], bool)
@@ -139,10 +152,11 @@ def _approximate_roots(fine: np.ndarray, on: np.ndarray) -> dict[int, float]:
 
 
 def _fit_root(series: np.ndarray, lo: float, hi: float) -> float:
-    """The root of the fitted Chebyshev series in [lo, hi] (a sign change there)."""
+    """The root of the fitted Chebyshev series in [lo, hi] (a sign change there, or a
+    value at zero at an end)."""
     value = lambda x: chebyshev.chebval(2 * x - 1, series)  # noqa: E731
-    if value(lo) * value(hi) > 0:  # the ends agree in float64's rounding: take the end
-        return hi
+    if value(lo) * value(hi) > 0:  # at zero at lo (within the band), or rounding: the end
+        return lo if abs(value(lo)) <= abs(value(hi)) else hi  # nearer zero
     return brentq(value, lo, hi, xtol=1e-16, rtol=4 * np.finfo(float).eps)
 
 

@@ -158,7 +158,12 @@ class ActivationPattern:
         off its side there: (the units, the error this may commit). A unit switched where
         its z is not 0 is held on the wrong side until its true crossing, about
         |z| / |z'| away, which costs |W2 row| z^2 / (2 |z'|) (z' per unit time); the cost
-        is summed over each token's units, and the largest token's sum returned."""
+        is summed over each token's units, and the largest token's sum returned.
+
+        A unit switched before its crossing (with an earlier one, or where it dipped
+        across zero on the dense output, within its error, and not on the solution) starts
+        the next step off its new side: `first_kink` watches it there, and switches it
+        back where that step starts if it does not come to its side during the step."""
         flow, bk = self.flow, self.flow.bk
         z = bk.to_float64(flow.preactivations(self.n, t, state))
         switching = crossing.switching | (((z > 0) != self.positive) & ~self.silent)

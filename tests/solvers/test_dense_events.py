@@ -1,7 +1,7 @@
 """first_crossing on switching functions given in closed form along theta in [0, 1]: the
 earliest departure from the pattern's side, a crossing and its return inside the step,
-units switching together within the budget, and the root to the working precision
-(docs/schemes.md section 8)."""
+units switching together within the budget, units that start the step off their side,
+and the root to the working precision (docs/schemes.md section 8)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,32 @@ def test_close_crossings_switch_together_within_the_budget():
     together = _search(z, positive, budget=1e-8)
     assert alone.switching.tolist() == [True, False, False]
     assert together.switching.tolist() == [True, True, False]
+
+
+def test_a_unit_left_off_its_side_crosses_at_the_start():
+    """A unit switched before its crossing, or where it only dipped across zero on a dense
+    output, starts the next step off its side: if it does not come to its side during
+    the step it crosses at theta = 0 (switched back where it stands), before any later
+    crossing."""
+
+    def z(theta):
+        return np.array([-1e-9 - theta**2, 0.5 - theta])
+
+    crossing = _search(z, np.array([True, True]))
+    assert crossing.theta == 0 and crossing.switching.tolist() == [True, False]
+
+
+def test_a_unit_at_zero_at_the_start_is_watched():
+    """A unit at zero where the step starts (within rounding) and moving off its side
+    leaves at once; one coming to its side from off it is watched from there on."""
+    at_zero = _search(lambda theta: np.array([-1e-17 - theta, 1 - theta]), np.array([True, True]))
+    assert at_zero.switching.tolist() == [True, False] and abs(at_zero.theta) <= 1e-15
+
+    def arriving(theta):  # off its side until 0.1, on it until 0.6
+        return np.array([(theta - 0.1) * (0.6 - theta)])
+
+    crossing = _search(arriving, np.array([True]))
+    assert crossing is not None and abs(crossing.theta - 0.6) <= 1e-14
 
 
 def test_the_root_is_polished_to_the_working_precision():
