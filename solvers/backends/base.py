@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import decimal
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -258,22 +258,29 @@ class Backend(ABC):
         return f"backend({self.name!r}{digits})"
 
 
-def matmul_by_matrix(a: Array, b: Array, product: Callable[[Array, Array], Any]) -> Array:
+def matmul_by_matrix(a: Array, b: Array, product: Callable[[Array, Array], Iterable]) -> Array:
     """a @ b for object arrays: `product` of each pair of matrices, broadcasting leading axes.
 
-    `product(x, y)` takes two 2-D object arrays and returns their product as nested lists
-    or an array of shape (x.shape[0], y.shape[1]).
+    `product(x, y)` takes two 2-D object arrays and returns the entries of their product,
+    (x.shape[0], y.shape[1]), row by row as one flat iterable. They are read with
+    np.fromiter: np.asarray on a list of numbers that are not numpy's inspects each one
+    for an array interface, which cost more than an arb ball's own multiplication.
     """
     if np.ndim(a) == 2 and np.ndim(b) == 2:  # keep array subclasses that carry a matrix form
-        return np.asarray(product(a, b), dtype=object).reshape(a.shape[0], b.shape[1])
+        return _matrix(product(a, b), (a.shape[0], b.shape[1]))
     a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = np.broadcast_to(a, (*batch, *a.shape[-2:]))
     b = np.broadcast_to(b, (*batch, *b.shape[-2:]))
     out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=object)
     for index in np.ndindex(batch):
-        out[index] = np.asarray(product(a[index], b[index]), dtype=object).reshape(out.shape[-2:])
+        out[index] = _matrix(product(a[index], b[index]), out.shape[-2:])
     return out
+
+
+def _matrix(entries: Iterable, shape: tuple[int, int]) -> np.ndarray:
+    """An object array of `shape` from its entries row by row."""
+    return np.fromiter(entries, dtype=object, count=shape[0] * shape[1]).reshape(shape)
 
 
 def exact_decimals(values: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ dependency); its results are the same either way.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
 from operator import mul
 
@@ -111,8 +112,9 @@ class MpmathBackend(Backend):
     def matmul(self, a: Array, b: Array) -> Array:
         return matmul_by_matrix(a, b, self.exact_product)
 
-    def exact_product(self, x: Array, y: Array) -> list:
-        """x @ y for 2-D arrays of mpf, each entry sum_k x_ik y_kj exactly, rounded once.
+    def exact_product(self, x: Array, y: Array) -> Iterator:
+        """x @ y for 2-D arrays of mpf, its entries row by row, each sum_k x_ik y_kj exactly,
+        rounded once.
 
         x is M 2^e and y is N 2^f with integer matrices M, N and e, f the least exponents
         of their nonzero entries (mpf numbers are m 2^e with integer m), so the entry is
@@ -129,17 +131,15 @@ class MpmathBackend(Backend):
         rows, columns = x.tolist(), y.T.tolist()
         left, right = _scaled(rows, spread), _scaled(columns, spread)
         if left is None or right is None:
-            return [[ctx.fdot(row, column) for column in columns] for row in rows]
+            return (ctx.fdot(row, column) for row in rows for column in columns)
         (left_integers, e), (right_integers, f) = left, right
         prec, rounding = ctx._prec_rounding
         make = ctx.make_mpf
-        return [
-            [
-                make(from_man_exp(sum(map(mul, row, column)), e + f, prec, rounding))
-                for column in right_integers
-            ]
+        return (
+            make(from_man_exp(sum(map(mul, row, column)), e + f, prec, rounding))
             for row in left_integers
-        ]
+            for column in right_integers
+        )
 
     def exp(self, a: Array) -> Array:
         return self._objects(self._exp(a))
