@@ -5,17 +5,17 @@ step-size control (docs/schemes.md section 8)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import mpmath
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
 from scipy.optimize import minimize_scalar
 
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve_reference
 from solvers.equation.flow import LayerFlow
 from solvers.methods.kinks import Margins
-from tests.scipy_truth import dop853_final_state
+from tests.scipy_truth import dop853_final_state, dop853_layer
 
 
 def _relu_problem(seed: int, d: int, heads: int, d_ff: int, tokens: int, **options) -> Problem:
@@ -62,17 +62,10 @@ def _touching(problem: Problem, unit: int, height: float) -> Problem:
     """The one-layer problem with b1[unit] shifted so that the unit's largest pre-activation
     over the tokens and [0, 1], on DOP853's dense solution, is `height`."""
     flow = LayerFlow.from_problem(problem, backend("float64"))
-    shape = problem.u0.shape
-
-    def field(t, y):
-        return np.asarray(flow.field(0, np.float64(t), y.reshape(shape))).ravel()
-
-    run = solve_ivp(
-        field, (0, 1), problem.u0.ravel(), "DOP853", rtol=1e-13, atol=1e-13, dense_output=True
-    )
+    run = dop853_layer(flow, 0, problem.u0, 1e-13, dense=True)
 
     def z(t):
-        state = run.sol(t).reshape(shape)
+        state = run.sol(t).reshape(problem.u0.shape)
         return np.max(np.asarray(flow.preactivations(0, np.float64(t), state))[..., unit])
 
     grid = np.linspace(0, 1, 2001)
@@ -81,12 +74,33 @@ def _touching(problem: Problem, unit: int, height: float) -> Problem:
         lambda t: -z(t), bounds=grid[[top - 1, top + 1]], method="bounded", options={"xatol": 1e-12}
     )
     assert 0.6 < peak.x < 0.8, "the unit's touch is inside the layer"
-    layer = problem.controls.all_layers()[0]
-    b1 = np.array(layer.b1)
+    b1 = np.array(problem.controls.all_layers()[0].b1)
     b1[unit] += height + peak.fun
-    return dataclasses.replace(
-        problem, controls=PiecewiseControls([dataclasses.replace(layer, b1=b1)])
-    )
+    return _with_layer(problem, b1=b1)
+
+
+def _with_layer(problem: Problem, **weights) -> Problem:
+    """The one-layer problem with its layer's `weights` replaced."""
+    layer = dataclasses.replace(problem.controls.all_layers()[0], **weights)
+    return dataclasses.replace(problem, controls=PiecewiseControls([layer]))
+
+
+@functools.cache
+def _touch_and_truth() -> tuple[Problem, np.ndarray]:
+    """The touching problem to t = 0.76 and its truth: the same layer with the unit's row of
+    W2 zero, which is the same flow while the unit stays off (checked against DOP853)."""
+    rng = np.random.default_rng(1)
+    layer = LayerWeights.random(4, 2, 16, rng, activation="relu", bias_scale=0.5)
+    whole = Problem(rng.standard_normal((3, 4)), PiecewiseControls([layer]), 1, norm="pre")
+    touching = _touching(whole, 5, -1e-12)
+    w2 = np.array(touching.controls.all_layers()[0].w2)
+    w2[5] = 0
+    silenced = _with_layer(touching, w2=w2)
+    dop853 = dop853_final_state(silenced, 1e-13)
+    assert np.abs(solve_reference(silenced, tol=1e-13).states[-1] - dop853).max() <= 1e-10
+    truth = solve_reference(dataclasses.replace(silenced, t_final=0.76), tol=1e-13)
+    assert truth.error[-1] <= 1e-12
+    return dataclasses.replace(touching, t_final=0.76), truth.states[-1]
 
 
 @pytest.mark.parametrize("tol", [1e-10, 1e-12])
@@ -96,26 +110,10 @@ def test_a_unit_that_touches_zero_without_crossing_is_not_held_across(tol):
     across zero there and the unit is switched on; on the solution it never turns on, so
     the next step starts with it off its side and switches it back. Held on instead (as it
     once was: nothing watched a unit that started a step off its side), the state at
-    t = 0.76 was off by 1.3e-5 with an estimate of 2e-10. The truth: the same layer with
-    the unit's row of W2 zero, which is the same flow while the unit stays off (checked
-    against DOP853)."""
-    rng = np.random.default_rng(1)
-    layer = LayerWeights.random(4, 2, 16, rng, activation="relu", bias_scale=0.5)
-    whole = Problem(rng.standard_normal((3, 4)), PiecewiseControls([layer]), 1, norm="pre")
-    touching = dataclasses.replace(_touching(whole, 5, -1e-12), t_final=0.76)
-    w2 = np.array(layer.w2)
-    w2[5] = 0
-    silenced = touching.controls.all_layers()[0]
-    silenced = dataclasses.replace(
-        touching, controls=PiecewiseControls([dataclasses.replace(silenced, w2=w2)])
-    )
-    truth = solve_reference(silenced, tol=1e-13)
-    assert truth.error[-1] <= 1e-12
-    whole_silenced = dataclasses.replace(silenced, t_final=1)
-    dop853 = dop853_final_state(whole_silenced, 1e-13)
-    assert np.abs(solve_reference(whole_silenced, tol=1e-13).states[-1] - dop853).max() <= 1e-10
+    t = 0.76 was off by 1.3e-5 with an estimate of 2e-10."""
+    touching, truth = _touch_and_truth()
     result = solve_reference(touching, tol=tol)
-    assert np.abs(result.states[-1] - truth.states[-1]).max() <= result.error[-1] <= 100 * tol
+    assert np.abs(result.states[-1] - truth).max() <= result.error[-1] <= 100 * tol
 
 
 def test_a_clear_step_is_kept_only_if_no_unit_can_have_reached_zero():
