@@ -18,6 +18,7 @@ from solvers.equation.operators import (
     NORMS,
     TokenMap,
     attention,
+    attention_scores,
     feed_forward,
     hidden_preactivations,
     tangent_projection,
@@ -127,15 +128,20 @@ class LayerFlow:
             self._rotary[key] = rotary_tables(self.bk, self.positions, *key)
         return self._rotary[key]
 
+    def _attention_inputs(self, u: Array, layer: BackendLayer) -> tuple:
+        """The arguments of the attention operators at u: the backend, the state seen
+        through norm 1, the layer, the score bias, the token maps and the rotary tables."""
+        normalised = self._normalised(u, layer, 1)
+        return self.bk, normalised, layer, self.score_bias, self.token_maps, self.rotary(layer)
+
     def _attention(self, u: Array, layer: BackendLayer) -> Array:
-        return attention(
-            self.bk,
-            self._normalised(u, layer, 1),
-            layer,
-            self.score_bias,
-            self.token_maps,
-            self.rotary(layer),
-        )
+        return attention(*self._attention_inputs(u, layer))
+
+    def attention_scores(self, n: int, t: Array, u: Array) -> Array:
+        """Layer n's attention scores S_h + B at (t, u), (..., H, N, M): what the row softmax
+        of the attention term turns into weights (the state seen through norm 1 for
+        pre-LN)."""
+        return attention_scores(*self._attention_inputs(u, self.layer(n, t)))[0]
 
     def _two_norms(self, n: int) -> bool:
         """Whether layer n is post-LN with norm1 != norm2 (at any of its keyframes)."""

@@ -79,6 +79,22 @@ def attention_heads(
     `attention` sums, for the checks that look inside a head. `normalise` replaces the row
     softmax. A layer with rotary positions without `rotary` tables is refused.
     """
+    scores, values = attention_scores(bk, u, layer, score_bias, token_maps, rotary)
+    weights = bk.softmax_(scores) if normalise is None else normalise(bk, scores)
+    return weights, values, bk.matmul(weights, values)
+
+
+def attention_scores(
+    bk: Backend,
+    u: Array,
+    layer: BackendLayer,
+    score_bias: Array | None = None,
+    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+    rotary: tuple[Array, Array] | None = None,
+) -> tuple[Array, Array]:
+    """Per query head h: (S_h + B, V_h), the scores s Q_h K_h^T + B that the row softmax
+    turns into weights (..., H, N, M) and the values (..., H, M, d_v), as `attention`
+    defines them (grouped key-value heads repeated, rotary positions applied)."""
     if (layer.rope is None) != (rotary is None):
         raise InvalidInputError(
             "rotary tables are needed exactly for a layer with rotary positions (docs/model.md "
@@ -106,8 +122,7 @@ def attention_heads(
     scores = bk.matmul(queries, np.swapaxes(keys, -1, -2))
     if score_bias is not None:
         scores += score_bias
-    weights = bk.softmax_(scores) if normalise is None else normalise(bk, scores)
-    return weights, values, bk.matmul(weights, values)
+    return scores, values
 
 
 def combine_heads(bk: Backend, outputs: Array, layer: BackendLayer) -> Array:

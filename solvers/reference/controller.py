@@ -5,8 +5,9 @@ size and the order, steps to every layer boundary and ReLU kink, and knows its e
 `Controller.cross` is the loop; each of its parts is small and separate: an attempt at a
 step (solvers.reference.stepper), the step size and column (solvers.reference.step_control),
 the dense output of a step (solvers.integrators.dense_output), the first kink along it
-and the switch of the units that cross there (solvers.methods.kinks) and the global
-estimate (solvers.reference.global_error). A step that will not come
+and the switch of the units that cross there (solvers.methods.kinks), the softmax's
+reach that caps a step (solvers.reference.softmax_reach) and the global estimate
+(solvers.reference.global_error). A step that will not come
 within tolerance, a step size below the floor, or a run past its budget raises
 IntegrationError naming the layer, the time and the step size. `ControlledReference` is
 the method "reference" of `solve`; `solvers.reference.solution.solve_reference` returns
@@ -30,6 +31,7 @@ from solvers.methods.kinks import ActivationPattern
 from solvers.methods.stepping import Span, Step, StepHook, SteppingMethod
 from solvers.reference.global_error import GlobalError
 from solvers.reference.guard_digits import reference_precision, tolerance_for
+from solvers.reference.softmax_reach import softmax_reach
 from solvers.reference.step_control import StepControl
 from solvers.reference.stepper import Attempt, attempt_step
 
@@ -48,6 +50,11 @@ FIT_EXTRA_DEGREE = 4
 """The pre-activations along a step accepted at column kappa are fitted at degree
 2 kappa + FIT_EXTRA_DEGREE: the dense output's own degree (2 kappa + 1) and room for the
 norm's curvature."""
+REACH_SHARE = 0.5
+"""Steps are at most this share of the softmax's reach (solvers.reference.softmax_reach):
+the h^2 expansion of the extrapolation converges on a step about as (h / reach)^2 a
+column, and its differences stop describing the error of the step as h nears the reach
+(docs/schemes.md section 7)."""
 STEP_FLOOR = 64
 """The smallest step, in unit roundoffs of max(1, |t|); a remainder of a layer below
 4 STEP_FLOOR of them (left by a kink just before its end) is crossed by one Heun step."""
@@ -156,9 +163,10 @@ class Controller:
         on_step: StepHook | None = None,
     ) -> Array:
         """u at t + length from u at t under layer n's controls; the global estimate grows
-        by the steps' estimates. Without `pattern`, a ReLU layer's steps hold the pattern
-        of their start and end at the first kink on their dense output (docs/schemes.md
-        section 8)."""
+        by the steps' estimates. Each step is at most REACH_SHARE of the softmax's reach
+        at its start. Without `pattern`, a ReLU layer's steps hold the pattern of their
+        start and end at the first kink on their dense output (docs/schemes.md section
+        8)."""
         bk, flow = self.bk, self.flow
         end = t + length
         kinks = ActivationPattern.start(flow, n, t, u) if pattern is None else None
@@ -168,12 +176,16 @@ class Controller:
             remaining = bk.to_float64(end - t)
             if remaining <= sliver:
                 return self._sliver(n, t, u, end - t, pattern)
-            h = self.control.next_size()
+            if kinks is not None:
+                pattern = kinks.held()
+            if start is None:
+                start = flow.field(n, t, u, pattern=pattern)
+                self.work.evaluations += 1
+            h = min(self.control.next_size(), REACH_SHARE * softmax_reach(flow, n, t, u, start))
             size = bk.asarray(h) if h < remaining - sliver else end - t
             if kinks is None:
                 taken = self._step(n, t, u, size, pattern, start)
             else:
-                pattern = kinks.held()
                 taken = self._kinked_step(kinks, n, t, u, size, pattern, start, sliver)
                 if taken is None:  # the units switched where the step starts
                     start = None
@@ -196,7 +208,7 @@ class Controller:
         u: Array,
         size: Array,
         pattern: Array,
-        start: Array | None,
+        start: Array,
         sliver: float,
     ) -> Taken | None:
         """A step that holds `pattern` and ends at the first kink: an accepted step of at
@@ -208,9 +220,6 @@ class Controller:
         `sliver` of t: the units switch at (t, u)."""
         bk, flow = self.bk, self.flow
         scale = flow.scale(u)
-        if start is None:
-            start = flow.field(n, t, u, pattern=pattern)
-            self.work.evaluations += 1
         margins = kinks.margins(t, u, start)
         if margins.clear(bk.to_float64(size)):
             taken = self._step(n, t, u, size, pattern, start)
@@ -274,19 +283,16 @@ class Controller:
         u: Array,
         size: Array,
         pattern: Array | None,
-        start: Array | None = None,
+        start: Array,
         target: int | None = None,
         dense: bool = False,
     ) -> Taken:
         """One accepted step from (t, u) of at most `size` (shrunk on rejection), at the
         target column (the control's unless given), with the rows of DENSE and their
-        samples when `dense`. `start`: the field at (t, u), when the caller has it."""
+        samples when `dense`. `start`: the field at (t, u)."""
         bk, flow = self.bk, self.flow
         scale = flow.scale(u)
         numbers = DENSE if dense else EVEN
-        if start is None:
-            start = flow.field(n, t, u, pattern=pattern)
-            self.work.evaluations += 1
         rejections = 0
         while True:
             done = self.work.accepted + self.work.rejected + self.work.cut
