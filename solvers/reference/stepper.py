@@ -29,13 +29,6 @@ d_j = |T_jj - T_j,j-1| and the d_j that d_j-1 and d_j-2 predict (`truncation`): 
 differences alternate in size, and one that cancels by chance is no sign of convergence;
 far from the asymptotic regime T_jj is off by about d_j, not far less (docs/schemes.md
 section 7)."""
-LOCAL_COLUMNS = 8
-"""Up to this column (ODEX's range; its KM = 9 rows) d_j, safely doubled, bounds the error
-of T_jj. Beyond it the coefficients of the h^2 expansion grow so fast that T_jj is no
-longer much closer than T_j,j-1, and d_j falls below the error of T_jj (measured: 8 to 10
-times at columns 16 to 20, docs/schemes.md section 7); there the estimate is at least
-|T_jj - T_j-1,j-1|, which bounds the error of T_jj while the diagonal contracts by 2 or
-more per column."""
 RADIUS_SHARE = 0.5
 """In arb, ball radii above this share of the tolerance cannot be stepped away (a shorter
 step does not narrow them): the run stops and certification adds guard bits."""
@@ -58,9 +51,13 @@ class Attempt:
 
 
 def truncation(differences: list[float], diagonal: float = 0.0) -> float:
-    """TRUNCATION_SAFETY max(d_j, d_j-1 min(1, d_j-1 / d_j-2)) from d_2, ..., d_j: the last
-    difference, or the one its two predecessors predict if that is larger; beyond
-    LOCAL_COLUMNS at least `diagonal` = |T_jj - T_j-1,j-1|."""
+    """The larger of TRUNCATION_SAFETY max(d_j, d_j-1 min(1, d_j-1 / d_j-2)) from
+    d_2, ..., d_j (the last difference, or the one its two predecessors predict if that is
+    larger) and `diagonal` = |T_jj - T_j-1,j-1|, which bounds the error of T_jj while the
+    diagonal contracts by 2 or more a column. The differences alone fall below the error
+    of T_jj on long steps, where T_jj is no longer much closer than T_j,j-1: measured 9
+    times at column 8 (a step of length 1) and 8 to 10 times at columns 16 to 20
+    (docs/schemes.md section 7)."""
     *earlier, last = differences
     predicted = 0.0
     if len(earlier) == 1:
@@ -68,10 +65,7 @@ def truncation(differences: list[float], diagonal: float = 0.0) -> float:
     elif len(earlier) >= 2:
         previous, before = earlier[-1], earlier[-2]
         predicted = previous * min(1.0, previous / before) if before > 0 else previous
-    estimate = TRUNCATION_SAFETY * max(last, predicted)
-    if len(differences) + 1 > LOCAL_COLUMNS:
-        estimate = max(estimate, diagonal)
-    return estimate
+    return max(TRUNCATION_SAFETY * max(last, predicted), diagonal)
 
 
 def attempt_step(
