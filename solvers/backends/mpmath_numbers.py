@@ -109,6 +109,17 @@ class MpmathBackend(Backend):
     def certainly_positive(self, value: Array) -> np.ndarray:
         return np.asarray(np.asarray(value, dtype=object) > 0, dtype=bool)
 
+    def constant(self, value: object, name: str = "value") -> Array:
+        """Read-only mpf numbers; a matrix also keeps its columns as integers times 2^e
+        (`_scaled`), what `exact_product` makes of a right-hand factor, for the many
+        products to come."""
+        numbers = self.asarray(value, name)
+        if numbers.ndim == 2:
+            numbers = numbers.view(ScaledOperand)
+            numbers.columns = _scaled(numbers.T.tolist(), 4 * self.context.prec + 64)
+        numbers.flags.writeable = False
+        return numbers
+
     def matmul(self, a: Array, b: Array) -> Array:
         return matmul_by_matrix(a, b, self.exact_product)
 
@@ -128,9 +139,13 @@ class MpmathBackend(Backend):
         """
         ctx = self.context
         spread = 4 * ctx.prec + 64
-        rows, columns = x.tolist(), y.T.tolist()
-        left, right = _scaled(rows, spread), _scaled(columns, spread)
+        rows = x.tolist()
+        left = _scaled(rows, spread)
+        right = y.__dict__.get("columns") if isinstance(y, ScaledOperand) else None
+        if right is None:
+            right = _scaled(y.T.tolist(), spread)
         if left is None or right is None:
+            columns = y.T.tolist()
             return (ctx.fdot(row, column) for row in rows for column in columns)
         (left_integers, e), (right_integers, f) = left, right
         prec, rounding = ctx._prec_rounding
@@ -181,6 +196,18 @@ class MpmathBackend(Backend):
         for index in np.ndindex(sums.shape):
             sums[index] = fsum(a[index].tolist())
         return np.expand_dims(sums, axis)
+
+
+class ScaledOperand(np.ndarray):
+    """A read-only 2-D object array of mpf numbers that also holds its columns in the
+    integer form of `_scaled` (None when they have none).
+
+    Only the array `constant` made carries `columns` (arrays derived from it, a transpose
+    or a slice, do not: `exact_product` scales them afresh), and it cannot be written to,
+    so the cached form never goes stale.
+    """
+
+    columns: tuple[list[list], int] | None = None
 
 
 def _scaled(vectors: list[list], spread: int) -> tuple[list[list], int] | None:
