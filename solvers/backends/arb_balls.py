@@ -153,10 +153,10 @@ class ArbBackend(Backend):
     def constant(self, value: object, name: str = "value") -> Array:
         """Read-only balls; a matrix also keeps its arb_mat for the many products to come."""
         balls = self.asarray(value, name)
+        balls.flags.writeable = False  # before the view: neither can be written again
         if balls.ndim == 2:
             balls = balls.view(MatrixOperand)
             balls.flint_matrix = _flint_matrix(np.asarray(balls))
-        balls.flags.writeable = False
         return balls
 
     def to_float64(self, value: Array) -> np.ndarray:
@@ -242,7 +242,8 @@ class MatrixOperand(np.ndarray):
     """A read-only 2-D object array of balls that also holds the same matrix as an arb_mat.
 
     Only the array `constant` made carries `flint_matrix` (arrays derived from it do
-    not), and it cannot be written to, so the cached matrix never goes stale.
+    not), and neither it nor the array it views can be written to (nor it made writeable),
+    so the cached matrix never goes stale.
     """
 
     flint_matrix: flint.arb_mat | None = None

@@ -114,10 +114,10 @@ class MpmathBackend(Backend):
         (`_scaled`), what `exact_product` makes of a right-hand factor, for the many
         products to come."""
         numbers = self.asarray(value, name)
+        numbers.flags.writeable = False  # before the view: neither can be written again
         if numbers.ndim == 2:
             numbers = numbers.view(ScaledOperand)
             numbers.columns = _scaled(numbers.T.tolist(), 4 * self.context.prec + 64)
-        numbers.flags.writeable = False
         return numbers
 
     def matmul(self, a: Array, b: Array) -> Array:
@@ -203,8 +203,9 @@ class ScaledOperand(np.ndarray):
     integer form of `_scaled` (None when they have none).
 
     Only the array `constant` made carries `columns` (arrays derived from it, a transpose
-    or a slice, do not: `exact_product` scales them afresh), and it cannot be written to,
-    so the cached form never goes stale.
+    or a slice, do not: `exact_product` scales them afresh), and neither it nor the array
+    it views can be written to (nor it made writeable), so the cached form never goes
+    stale.
     """
 
     columns: tuple[list[list], int] | None = None

@@ -173,12 +173,15 @@ _MPF = st.one_of(
 def test_mpmath_products_are_the_exact_sums_rounded_once(digits, shape, data):
     """Each entry of an mpmath matrix product is sum_k x_ik y_kj computed in rationals
     (Fractions of the stored numbers, wide exponent ranges and zeros included) and
-    rounded once to nearest by mpmath's from_rational."""
+    rounded once to nearest by mpmath's from_rational, y a plain array or a constant
+    (whose integer form is kept)."""
     n, k, m = shape
     bk = backend("mpmath", digits)
     x = bk.asarray(np.array(data.draw(st.lists(_MPF, min_size=n * k, max_size=n * k)), object))
     y = bk.asarray(np.array(data.draw(st.lists(_MPF, min_size=k * m, max_size=k * m)), object))
     x, y = x.reshape(n, k), y.reshape(k, m)
+    if data.draw(st.booleans()):  # a weight matrix, with its integer form kept
+        y = bk.constant(y)
     got = bk.matmul(x, y)
     assert got.shape == (n, m)
     prec = bk.context.prec
@@ -202,6 +205,21 @@ def test_mpmath_products_with_infinities_or_wide_exponents_take_fdot():
     wide = bk.asarray(np.array([[1, tiny]], dtype=object))
     got = bk.matmul(wide, bk.asarray(np.array([[1.0], [1.0]])))
     assert got[0, 0] == bk.context.fdot([1, tiny], [1, 1]) == 1
+
+
+@pytest.mark.parametrize("name", ["mpmath", "arb"])
+def test_a_constant_matrix_cannot_be_written_through_any_view(name):
+    """mpmath and arb keep a faster form of a constant matrix beside it (integers, arb_mat):
+    neither the matrix nor the array it views may be written, nor the matrix be made
+    writeable."""
+    bk = backend(name, 30)
+    with bk.active():
+        weights = bk.constant(np.arange(6.0).reshape(2, 3))
+        for target in (weights, weights.base):
+            with pytest.raises(ValueError, match="read-only"):
+                target[0, 0] = bk.asarray(100.0)
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            weights.flags.writeable = True
 
 
 def _fraction(x: mpmath.mpf) -> Fraction:
