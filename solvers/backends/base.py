@@ -38,6 +38,9 @@ class Backend(ABC):
     """u: the bound on the relative rounding error of one operation."""
     measures_rounding: bool = False
     """Whether results carry a rigorous bound of their rounding (ball radii, max_radius)."""
+    overflows: bool = True
+    """Whether exp can overflow: a fixed format's exponent range is bounded; mpmath's and
+    arb's exponents are integers of any size."""
 
     @property
     def key(self) -> tuple:
@@ -132,6 +135,12 @@ class Backend(ABC):
     @abstractmethod
     def matmul(self, a: Array, b: Array) -> Array:
         """a @ b over the last two axes, with broadcasting over leading axes."""
+
+    def affine(self, a: Array, w: Array, b: Array) -> Array:
+        """a @ w + b, the bias b (1-D) along the last axis: a layer's map U W + b."""
+        out = self.matmul(a, w)
+        out += b
+        return out
 
     @abstractmethod
     def exp(self, a: Array) -> Array:
@@ -244,11 +253,13 @@ class Backend(ABC):
     def softmax_(self, scores: Array) -> Array:
         """Row softmax over the last axis, exp(s - c) / sum exp(s - c), written into scores.
 
-        Any constant c per row gives the same result; c is the float64 row maximum of the
-        scores, an exact number in every backend, so exp cannot overflow and a ball's
-        radius is not widened by the shift. -inf entries (masked scores) give exactly 0.
+        Any constant c per row gives the same result. Where exp can overflow c is the
+        float64 row maximum of the scores, an exact number in every backend, so exp cannot
+        overflow and a ball's radius is not widened by the shift; elsewhere c = 0 (no
+        shift: mpmath and arb). -inf entries (masked scores) give exactly 0.
         """
-        scores -= self.asarray(np.max(self.to_float64(scores), axis=-1, keepdims=True))
+        if self.overflows:
+            scores -= self.asarray(np.max(self.to_float64(scores), axis=-1, keepdims=True))
         scores[...] = self.exp(scores)
         scores /= self.sum(scores, -1)
         return scores

@@ -10,8 +10,10 @@ dependency); its results are the same either way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from fractions import Fraction
+from functools import partial
 from operator import mul
 
 import mpmath
@@ -24,6 +26,8 @@ from solvers.errors import InvalidInputError
 
 class MpmathBackend(Backend):
     """Object arrays of mpf numbers of one MPContext."""
+
+    overflows = False
 
     def __init__(self, digits: int) -> None:
         self.name = "mpmath"
@@ -110,50 +114,76 @@ class MpmathBackend(Backend):
         return np.asarray(np.asarray(value, dtype=object) > 0, dtype=bool)
 
     def constant(self, value: object, name: str = "value") -> Array:
-        """Read-only mpf numbers; a matrix also keeps its columns as integers times 2^e
-        (`_scaled`), what `exact_product` makes of a right-hand factor, for the many
-        products to come."""
+        """Read-only mpf numbers; a matrix also keeps its columns, and a vector itself, as
+        integers times 2^e (`_scaled`), what `exact_product` makes of a right-hand factor
+        or a bias, for the many products to come."""
         numbers = self.asarray(value, name)
         numbers.flags.writeable = False  # before the view: neither can be written again
-        if numbers.ndim == 2:
+        if numbers.ndim in (1, 2):
+            vectors = numbers.T.tolist() if numbers.ndim == 2 else [numbers.tolist()]
             numbers = numbers.view(ScaledOperand)
-            numbers.columns = _scaled(numbers.T.tolist(), 4 * self.context.prec + 64)
+            numbers.scaled = _scaled(vectors, 4 * self.context.prec + 64)
         return numbers
 
     def matmul(self, a: Array, b: Array) -> Array:
         return matmul_by_matrix(a, b, self.exact_product)
 
-    def exact_product(self, x: Array, y: Array) -> Iterator:
-        """x @ y for 2-D arrays of mpf, its entries row by row, each sum_k x_ik y_kj exactly,
-        rounded once.
+    def affine(self, a: Array, w: Array, b: Array) -> Array:
+        """a @ w + b with each entry's sum and its bias rounded once (`exact_product`)."""
+        return matmul_by_matrix(a, w, partial(self.exact_product, bias=b))
+
+    def exact_product(self, x: Array, y: Array, bias: Array | None = None) -> Iterator:
+        """x @ y (+ bias, 1-D, along each row) for 2-D arrays of mpf, its entries row by row,
+        each sum_k x_ik y_kj (+ b_j) exactly, rounded once.
 
         x is M 2^e and y is N 2^f with integer matrices M, N and e, f the least exponents
         of their nonzero entries (mpf numbers are m 2^e with integer m), so the entry is
         (sum_k M_ik N_kj) 2^(e + f): an integer matrix product, each entry one sum in
         integers, rounded to the context's precision by mpmath's from_man_exp
-        (docs/schemes.md section 6). mpmath's fdot makes one Python call per entry and
-        drops terms 2 prec bits below the running sum, which
-        this does not. The integers have at most 5 prec + 64 bits: a factor whose nonzero
-        exponents spread wider (an exp of a large negative number beside numbers near 1),
-        or that holds inf, nan or other types, sends the product to fdot.
+        (docs/schemes.md section 6). A bias B 2^g joins each sum in integers at the
+        exponent min(e + f, g). mpmath's fdot makes one Python call per entry and drops
+        terms 2 prec bits below the running sum, which this does not. The integers have
+        at most 5 prec + 64 bits: a factor whose nonzero exponents spread wider (an exp
+        of a large negative number beside numbers near 1), whose bias lies as far from
+        its products, or that holds inf, nan or other types, sends the product to fdot.
         """
         ctx = self.context
         spread = 4 * ctx.prec + 64
         rows = x.tolist()
         left = _scaled(rows, spread)
-        right = y.__dict__.get("columns") if isinstance(y, ScaledOperand) else None
-        if right is None:
-            right = _scaled(y.T.tolist(), spread)
-        if left is None or right is None:
+        right = _scaled_form(y, lambda: y.T.tolist(), spread)
+        terms = None if bias is None else _scaled_form(bias, lambda: [bias.tolist()], spread)
+        if terms is not None and not any(terms[0][0]):
+            bias = None  # an exact zero bias: the product alone
+        exact = left is not None and right is not None
+        if exact and bias is not None:
+            exact = terms is not None and abs(left[1] + right[1] - terms[1]) <= spread
+        if not exact:
             columns = y.T.tolist()
-            return (ctx.fdot(row, column) for row in rows for column in columns)
+            if bias is None:
+                return (ctx.fdot(row, column) for row in rows for column in columns)
+            one, biases = ctx.one, np.broadcast_to(bias, (len(columns),)).tolist()
+            return (
+                ctx.fdot([*row, one], [*column, b])
+                for row in rows
+                for column, b in zip(columns, biases, strict=True)
+            )
         (left_integers, e), (right_integers, f) = left, right
         prec, rounding = ctx._prec_rounding
         make = ctx.make_mpf
+        if bias is None:
+            return (
+                make(from_man_exp(sum(map(mul, row, column)), e + f, prec, rounding))
+                for row in left_integers
+                for column in right_integers
+            )
+        ([bias_integers], g), low = terms, min(e + f, terms[1])
+        shift = e + f - low
+        offsets = [b << (g - low) for b in bias_integers]
         return (
-            make(from_man_exp(sum(map(mul, row, column)), e + f, prec, rounding))
+            make(from_man_exp((sum(map(mul, row, column)) << shift) + b, low, prec, rounding))
             for row in left_integers
-            for column in right_integers
+            for column, b in zip(right_integers, offsets, strict=True)
         )
 
     def exp(self, a: Array) -> Array:
@@ -192,23 +222,32 @@ class MpmathBackend(Backend):
     def sum(self, a: Array, axis: int) -> Array:
         a = np.moveaxis(np.asarray(a, dtype=object), axis, -1)
         fsum = self.context.fsum
-        sums = np.empty(a.shape[:-1], dtype=object)
-        for index in np.ndindex(sums.shape):
-            sums[index] = fsum(a[index].tolist())
-        return np.expand_dims(sums, axis)
+        rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).tolist()
+        sums = np.fromiter((fsum(row) for row in rows), dtype=object, count=len(rows))
+        return np.expand_dims(sums.reshape(a.shape[:-1]), axis)
 
 
 class ScaledOperand(np.ndarray):
-    """A read-only 2-D object array of mpf numbers that also holds its columns in the
-    integer form of `_scaled` (None when they have none).
+    """A read-only object array of mpf numbers, a matrix or a vector, that also holds them
+    in the integer form of `_scaled` (a matrix's columns, a vector as one; None when they
+    have none).
 
-    Only the array `constant` made carries `columns` (arrays derived from it, a transpose
+    Only the array `constant` made carries `scaled` (arrays derived from it, a transpose
     or a slice, do not: `exact_product` scales them afresh), and neither it nor the array
     it views can be written to (nor it made writeable), so the cached form never goes
     stale.
     """
 
-    columns: tuple[list[list], int] | None = None
+    scaled: tuple[list[list], int] | None = None
+
+
+def _scaled_form(
+    x: Array, vectors: Callable[[], list[list]], spread: int
+) -> tuple[list[list], int] | None:
+    """The integer form of x's `vectors()`: the one `constant` cached, else `_scaled`'s."""
+    if isinstance(x, ScaledOperand) and "scaled" in x.__dict__:
+        return x.__dict__["scaled"]
+    return _scaled(vectors(), spread)
 
 
 def _scaled(vectors: list[list], spread: int) -> tuple[list[list], int] | None:

@@ -102,12 +102,12 @@ def attention_scores(
         )
     heads, kv_heads, d_k = layer.heads, layer.kv_heads, layer.d_k
     q_width, k_width = heads * d_k, kv_heads * d_k
-    qkv = bk.matmul(u, layer.w_qkv)
     blocks = (slice(0, q_width), slice(q_width, q_width + k_width), slice(q_width + k_width, None))
     if token_maps is None:
-        qkv += layer.b_qkv
+        qkv = bk.affine(u, layer.w_qkv, layer.b_qkv)
         q, k, v = (qkv[..., block] for block in blocks)
     else:
+        qkv = bk.matmul(u, layer.w_qkv)
         q, k, v = (
             mapped(qkv[..., block]) + layer.b_qkv[block]
             for mapped, block in zip(token_maps, blocks, strict=True)
@@ -129,9 +129,8 @@ def combine_heads(bk: Backend, outputs: Array, layer: BackendLayer) -> Array:
     """sum_h O_h Wo_h + bo for head outputs O (..., H, N, d_v): the heads side by side
     times the stacked Wo."""
     joined = np.swapaxes(outputs, -2, -3)
-    output = bk.matmul(joined.reshape(*joined.shape[:-2], layer.heads * layer.d_v), layer.w_o)
-    output += layer.b_o
-    return output
+    joined = joined.reshape(*joined.shape[:-2], layer.heads * layer.d_v)
+    return bk.affine(joined, layer.w_o, layer.b_o)
 
 
 def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | None = None) -> Array:
@@ -151,27 +150,23 @@ def feed_forward(bk: Backend, u: Array, layer: BackendLayer, pattern: Array | No
     if layer.activation == "relu" and pattern is not None:
         hidden = hidden_preactivations(bk, u, layer) * pattern
     elif layer.w_gate is None:
-        hidden = activate(bk, layer.activation, bk.matmul(u, layer.w1), layer.b1)
+        hidden = activate(bk, layer.activation, u, layer.w1, layer.b1)
     else:
-        hidden = activate(bk, layer.activation, bk.matmul(u, layer.w_gate), layer.b_gate)
+        hidden = activate(bk, layer.activation, u, layer.w_gate, layer.b_gate)
     if layer.w_gate is not None:
-        up = bk.matmul(u, layer.w1)
-        up += layer.b1
-        hidden = hidden * up
-    output = bk.matmul(hidden, layer.w2)
-    output += layer.b2
-    return output
+        hidden = hidden * bk.affine(u, layer.w1, layer.b1)
+    return bk.affine(hidden, layer.w2, layer.b2)
 
 
-def activate(bk: Backend, activation: str, z: Array, bias: Array) -> Array:
-    """sigma(z + b) for the FFN's activation (solvers.equation.weights.ACTIVATIONS), the bias b
-    along the last axis: relu (max(z + b, 0), in one pass written into z), gelu
-    (x Phi(x) at x = z + b), gelu-tanh (GELU's tanh form) or silu (x / (1 + exp(-x)))."""
+def activate(bk: Backend, activation: str, u: Array, w: Array, bias: Array) -> Array:
+    """sigma(u W + b) for the FFN's activation (solvers.equation.weights.ACTIVATIONS), the bias
+    b along the last axis: relu (max(z, 0), the bias added and the maximum taken in one pass
+    written into z = u W), gelu (x Phi(x)), gelu-tanh (GELU's tanh form) or silu
+    (x / (1 + exp(-x))) at x = u W + b."""
     if activation == "relu":
-        return bk.bias_relu_(z, bias)
-    z += bias
+        return bk.bias_relu_(bk.matmul(u, w), bias)
     smooth = {"gelu": bk.gelu, "gelu-tanh": bk.gelu_tanh, "silu": bk.silu}
-    return smooth[activation](z)
+    return smooth[activation](bk.affine(u, w, bias))
 
 
 def layer_norm(
@@ -245,12 +240,8 @@ def hidden_preactivations(bk: Backend, u: Array, layer: BackendLayer) -> Array:
     """Z = U W1 + b1 (U W_gate + b_gate for a gated FFN), whose signs are the FFN's
     activation pattern."""
     if layer.w_gate is None:
-        hidden = bk.matmul(u, layer.w1)
-        hidden += layer.b1
-    else:
-        hidden = bk.matmul(u, layer.w_gate)
-        hidden += layer.b_gate
-    return hidden
+        return bk.affine(u, layer.w1, layer.b1)
+    return bk.affine(u, layer.w_gate, layer.b_gate)
 
 
 def tangent_projection(bk: Backend, u: Array, g: Array, weights: Array | None = None) -> Array:

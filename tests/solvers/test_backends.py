@@ -164,25 +164,32 @@ _MPF = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     digits=st.sampled_from([5, 30, 100]),
     shape=st.tuples(*[st.integers(0, 4)] * 3),
     data=st.data(),
 )
 def test_mpmath_products_are_the_exact_sums_rounded_once(digits, shape, data):
-    """Each entry of an mpmath matrix product is sum_k x_ik y_kj computed in rationals
-    (Fractions of the stored numbers, wide exponent ranges and zeros included) and
-    rounded once to nearest by mpmath's from_rational, y a plain array or a constant
-    (whose integer form is kept)."""
+    """Each entry of an mpmath matrix product, and of x @ y + b (`affine`), is
+    sum_k x_ik y_kj (+ b_j) computed in rationals (Fractions of the stored numbers, wide
+    exponent ranges and zeros included) and rounded once to nearest by mpmath's
+    from_rational, y and b plain arrays or constants (whose integer forms are kept)."""
     n, k, m = shape
     bk = backend("mpmath", digits)
-    x = bk.asarray(np.array(data.draw(st.lists(_MPF, min_size=n * k, max_size=n * k)), object))
-    y = bk.asarray(np.array(data.draw(st.lists(_MPF, min_size=k * m, max_size=k * m)), object))
-    x, y = x.reshape(n, k), y.reshape(k, m)
+
+    def numbers(count: int) -> np.ndarray:
+        return bk.asarray(
+            np.array(data.draw(st.lists(_MPF, min_size=count, max_size=count)), object)
+        )
+
+    x, y, b = numbers(n * k).reshape(n, k), numbers(k * m).reshape(k, m), numbers(m)
     if data.draw(st.booleans()):  # a weight matrix, with its integer form kept
         y = bk.constant(y)
-    got = bk.matmul(x, y)
+    if data.draw(st.booleans()):
+        b = bk.constant(b)
+    with_bias = data.draw(st.booleans())
+    got = bk.affine(x, y, b) if with_bias else bk.matmul(x, y)
     assert got.shape == (n, m)
     prec = bk.context.prec
     for i in range(n):
@@ -190,6 +197,7 @@ def test_mpmath_products_are_the_exact_sums_rounded_once(digits, shape, data):
             total = sum(
                 (_fraction(x[i, c]) * _fraction(y[c, j]) for c in range(k)), start=Fraction(0)
             )
+            total += _fraction(b[j]) if with_bias else 0
             want = mpmath.libmp.from_rational(total.numerator, total.denominator, prec, "n")
             assert got[i, j]._mpf_ == want
 
@@ -205,21 +213,27 @@ def test_mpmath_products_with_infinities_or_wide_exponents_take_fdot():
     wide = bk.asarray(np.array([[1, tiny]], dtype=object))
     got = bk.matmul(wide, bk.asarray(np.array([[1.0], [1.0]])))
     assert got[0, 0] == bk.context.fdot([1, tiny], [1, 1]) == 1
+    ones = bk.asarray(np.ones((1, 1)))
+    got = bk.affine(ones, ones, bk.constant(np.array([tiny], dtype=object)))  # a bias as far
+    assert got[0, 0] == bk.context.fdot([1, 1], [1, tiny]) == 1
 
 
 @pytest.mark.parametrize("name", ["mpmath", "arb"])
 def test_a_constant_matrix_cannot_be_written_through_any_view(name):
-    """mpmath and arb keep a faster form of a constant matrix beside it (integers, arb_mat):
-    neither the matrix nor the array it views may be written, nor the matrix be made
-    writeable."""
+    """mpmath and arb keep a faster form of a constant matrix (integers, arb_mat), and
+    mpmath of a constant vector (integers), beside it: neither the array nor the array it
+    views may be written, nor the array be made writeable."""
     bk = backend(name, 30)
     with bk.active():
-        weights = bk.constant(np.arange(6.0).reshape(2, 3))
-        for target in (weights, weights.base):
-            with pytest.raises(ValueError, match="read-only"):
-                target[0, 0] = bk.asarray(100.0)
-        with pytest.raises(ValueError, match="WRITEABLE"):
-            weights.flags.writeable = True
+        cached = [bk.constant(np.arange(6.0).reshape(2, 3))]
+        if name == "mpmath":
+            cached.append(bk.constant(np.ones(3)))
+        for weights in cached:
+            for target in (weights, weights.base):
+                with pytest.raises(ValueError, match="read-only"):
+                    target[..., 0] = bk.asarray(100.0)
+            with pytest.raises(ValueError, match="WRITEABLE"):
+                weights.flags.writeable = True
 
 
 def _fraction(x: mpmath.mpf) -> Fraction:
