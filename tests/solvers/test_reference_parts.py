@@ -18,7 +18,7 @@ from solvers.equation.flow import LayerFlow
 from solvers.integrators.tableaux import extrapolation_evaluations
 from solvers.methods.kinks import ActivationPattern
 from solvers.methods.stepping import Step
-from solvers.reference.global_error import SUBSPACE, GlobalError
+from solvers.reference.global_error import GlobalError
 from solvers.reference.step_control import (
     GROWTH_LIMITS,
     SAFETY,
@@ -153,12 +153,12 @@ def test_an_accepted_attempt_is_within_its_estimate_of_the_exact_flow():
     assert refused.value is None and min(refused.ratio.values()) > 1
 
 
-def _linear_flow(apply) -> SimpleNamespace:
-    """A stand-in flow u' = apply(u) in float64: what GlobalError asks of a flow."""
+def _linear_flow(rate: float) -> SimpleNamespace:
+    """A stand-in flow u' = rate u in float64: what GlobalError asks of a flow."""
     return SimpleNamespace(
         bk=BK,
         scale=lambda u: max(1.0, float(np.abs(u).max())),
-        field=lambda n, t, u, pattern=None: apply(u),
+        field=lambda n, t, u, pattern=None: rate * u,
     )
 
 
@@ -166,31 +166,14 @@ def _linear_flow(apply) -> SimpleNamespace:
 def test_the_carried_error_grows_as_the_flow_stretches_it(rate):
     """On u' = rate u every direction is stretched at `rate`: the carried error grows by
     exp(h rate) over a step of h when the flow expands, and is kept when it contracts."""
-    flow, u = _linear_flow(lambda v: rate * v), np.ones((2, 3))
+    flow, u = _linear_flow(rate), np.ones((2, 3))
     carried = GlobalError()
     assert carried.carry(flow, Step(0, 0.0, 0.1, u, u), 1e-9, np.full((2, 3), 1e-9)) == 0
     assert carried.error == 1e-9
-    evaluations = carried.carry(flow, Step(0, 0.1, 0.25, u, u), 2e-9, np.full((2, 3), 2e-9))
-    assert 3 <= evaluations <= 1 + SUBSPACE  # the field at u, then the directions kept
+    assert carried.carry(flow, Step(0, 0.1, 0.25, u, u), 2e-9, np.full((2, 3), 2e-9)) == 2
     growth = math.exp(0.25 * max(rate, 0.0))
     assert carried.error == pytest.approx(1e-9 * growth + 2e-9, rel=1e-6)
     np.testing.assert_allclose(carried.direction, 1e-9 * growth + 2e-9, rtol=1e-6)
-
-
-def test_the_growth_is_the_log_norm_where_the_directions_span_the_states():
-    """On a linear flow u' = A u of one token and two features the carried direction and
-    the probe span every state, so the rate is the log norm mu_2(A) (the largest eigenvalue
-    of (A + A^T) / 2), not the stretching of the carried direction: here A is a shear that
-    does not stretch e = (1, 0) at all (<e, A e> = 0, the rate of the estimate before the
-    probe) while it stretches (1, 1) at rate 1.5."""
-    shear = np.array([[0.0, 3.0], [0.0, 0.0]])
-    flow, u = _linear_flow(lambda v: v @ shear.T), np.ones((1, 2))
-    carried = GlobalError()
-    carried.carry(flow, Step(0, 0.0, 0.1, u, u), 1e-9, np.array([[1e-9, 0.0]]))
-    carried.carry(flow, Step(0, 0.1, 0.2, u, u), 1e-9, np.zeros((1, 2)))
-    log_norm = np.linalg.eigvalsh((shear + shear.T) / 2)[-1]
-    assert log_norm == pytest.approx(1.5)
-    assert carried.error == pytest.approx(1e-9 * math.exp(0.2 * log_norm) + 1e-9, rel=1e-6)
 
 
 def _kinked_flow(thresholds: np.ndarray) -> SimpleNamespace:
