@@ -220,11 +220,16 @@ class MpmathBackend(Backend):
         return a
 
     def sum(self, a: Array, axis: int) -> Array:
-        a = np.moveaxis(np.asarray(a, dtype=object), axis, -1)
-        fsum = self.context.fsum
-        rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).tolist()
-        sums = np.fromiter((fsum(row) for row in rows), dtype=object, count=len(rows))
-        return np.expand_dims(sums.reshape(a.shape[:-1]), axis)
+        a = np.asarray(a, dtype=object)
+        last = axis in (-1, a.ndim - 1)
+        rows = a if last else np.moveaxis(a, axis, -1)
+        fsum, count = self.context.fsum, math.prod(rows.shape[:-1])
+        sums = np.fromiter(
+            map(fsum, rows.reshape(count, rows.shape[-1]).tolist()), dtype=object, count=count
+        )
+        if last:
+            return sums.reshape(*rows.shape[:-1], 1)
+        return np.expand_dims(sums.reshape(rows.shape[:-1]), axis)
 
 
 class ScaledOperand(np.ndarray):

@@ -26,9 +26,7 @@ from solvers.equation.exact import uniform_attention_solution
 from solvers.equation.flow import LayerFlow
 from solvers.errors import IntegrationError
 from tests.exact_layers import manufactured_post_ln, uniform_attention_linear_ffn
-
-STIFFNESS = 80.0
-SHIFT = 100.0  # keeps U + SHIFT > 0: the ReLU never switches and the FFN is linear
+from tests.stiff_family import stiff_problem
 
 
 @pytest.fixture(scope="module")
@@ -122,27 +120,9 @@ def test_arb_radii_do_not_compound_over_a_long_run():
     assert error <= result.error[-1]
 
 
-def _damped_layer(seed: int) -> LayerWeights:
-    """Random attention and the linear FFN F(U) = -U K, K with eigenvalues 1 .. 80,
-    written as relu(U + SHIFT) (-K) + SHIFT K (the ReLU never switches)."""
-    rng = np.random.default_rng(seed)
-    layer = LayerWeights.random(4, 2, 4, rng)
-    q, _ = np.linalg.qr(rng.standard_normal((4, 4)))
-    damping = q @ np.diag(np.linspace(1.0, STIFFNESS, 4)) @ q.T
-    return dataclasses.replace(
-        layer, w1=np.eye(4), b1=np.full(4, SHIFT), w2=-damping, b2=SHIFT * damping.sum(0)
-    )
-
-
-def _stiff(norm: str) -> Problem:
-    layers = [_damped_layer(seed) for seed in range(2)]
-    u0 = np.random.default_rng(9).standard_normal((3, 4))
-    return Problem(u0, PiecewiseControls(layers), 2, norm=norm)
-
-
 @pytest.fixture(scope="module")
 def stiff():
-    return _stiff("none")
+    return stiff_problem("none")
 
 
 @functools.cache
@@ -150,7 +130,7 @@ def _radau(norm: str) -> np.ndarray:
     """scipy's Radau (implicit, made for stiff fields) on the flow's field, layer by layer,
     projected at each layer's start like the flow (docs/model.md section 3); the operators are
     tide's (checked against torch elsewhere), the integrator is not."""
-    problem = _stiff(norm)
+    problem = stiff_problem(norm)
     bk = backend("float64")
     flow = LayerFlow.from_problem(problem, bk)
     u = problem.u0
@@ -181,9 +161,10 @@ STIFF_CASES = [(norm, ("float64",), m) for norm in ("none", "post") for m in (1,
     (norm, ("mpmath", 30), 1) for norm in ("none", "post")
 ]
 """Every case in float64; in mpmath m = 1 for each norm ("none" is the one that used to
-divide by zero), as a call takes over 10 s there (its steps are far shorter than 1/8, to
-its 1e-31 tolerance with guard digits, so every m does the same work): the other m pass
-too (measured when this test was written; the issue-15 closing note has the figures)."""
+divide by zero), as a call takes 8 to 10 s there (benchmarks/test_reference_stiff.py; its
+steps are far shorter than 1/8, to its 1e-31 tolerance with guard digits, so every m does
+the same work): the other m pass too (measured when this test was written; the issue-15
+closing note has the figures)."""
 
 
 @pytest.mark.parametrize(("norm", "precision", "m"), STIFF_CASES, ids=str)
@@ -191,7 +172,7 @@ def test_the_stiff_family_answers_right_or_refuses(norm, precision, m):
     """The reference answers within 1e-8 of Radau; the fixed-step extrapolation answers
     within 1e-8 or refuses the step as too long, never silently wrong, and neither runs
     on (each call is bounded)."""
-    problem, truth, bk = _stiff(norm), _radau(norm), backend(*precision)
+    problem, truth, bk = stiff_problem(norm), _radau(norm), backend(*precision)
     assert np.abs(bk.to_float64(solve(problem, "reference", m, bk)) - truth).max() <= 1e-8
     try:
         got = bk.to_float64(solve(problem, "extrapolation", m, bk))
