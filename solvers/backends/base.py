@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -279,10 +280,17 @@ def matmul_by_matrix(a: Array, b: Array, product: Callable[[Array, Array], Itera
     """
     if np.ndim(a) == 2 and np.ndim(b) == 2:  # keep array subclasses that carry a matrix form
         return _matrix(product(a, b), (a.shape[0], b.shape[1]))
+    if np.ndim(b) == 2:  # a stack of rows times one matrix (a weight): one product, as rows
+        a = np.asarray(a, dtype=object)
+        rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+        out = _matrix(product(rows, b), (rows.shape[0], b.shape[1]))
+        return out.reshape(*a.shape[:-1], b.shape[1])
     a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = np.broadcast_to(a, (*batch, *a.shape[-2:]))
-    b = np.broadcast_to(b, (*batch, *b.shape[-2:]))
+    if a.shape[:-2] != batch:
+        a = np.broadcast_to(a, (*batch, *a.shape[-2:]))
+    if b.shape[:-2] != batch:
+        b = np.broadcast_to(b, (*batch, *b.shape[-2:]))
     out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=object)
     for index in np.ndindex(batch):
         out[index] = _matrix(product(a[index], b[index]), out.shape[-2:])
