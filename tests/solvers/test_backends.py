@@ -202,6 +202,33 @@ def test_mpmath_products_are_the_exact_sums_rounded_once(digits, shape, data):
             assert got[i, j]._mpf_ == want
 
 
+@pytest.mark.parametrize("name", ["mpmath", "arb"])
+def test_a_batch_times_a_weight_is_each_member_times_it(name):
+    """A stack of states (2, 3, 4) times a constant weight (4, 5), taken as one product of
+    its 6 rows, is each member's own product: bit for bit in mpmath (each entry the exact
+    sum rounded once), and in arb balls that meet mpmath's 60 digits."""
+    bk = backend(name, 30)
+    rng = np.random.default_rng(0)
+    states, weight = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
+    with bk.active():
+        x, w, bias = bk.asarray(states), bk.constant(weight), bk.constant(np.arange(5.0))
+        stacked = [bk.matmul(x, w), bk.affine(x, w, bias)]
+        members = [
+            np.stack([bk.matmul(x[i], w) for i in range(2)]),
+            np.stack([bk.affine(x[i], w, bias) for i in range(2)]),
+        ]
+    fine = backend("mpmath", 60)
+    exact = fine.matmul(fine.asarray(states), fine.asarray(weight))
+    for got, want in zip(stacked, members, strict=True):
+        assert got.shape == want.shape == (2, 3, 5)
+        if name == "mpmath":
+            assert all(a._mpf_ == b._mpf_ for a, b in zip(got.ravel(), want.ravel(), strict=True))
+    if name == "arb":
+        with bk.active():  # the 60 digits read at the working precision: a ball of its own
+            for ball, value in zip(stacked[0].ravel(), exact.ravel(), strict=True):
+                assert ball.overlaps(flint.arb(mpmath.nstr(value, 60)))
+
+
 def test_mpmath_products_with_infinities_or_wide_exponents_take_fdot():
     """inf, and a row holding 1 and 2^-100000 (an integer of 100000 bits), go to fdot."""
     bk = backend("mpmath", 30)
