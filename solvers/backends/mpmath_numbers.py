@@ -129,7 +129,10 @@ class MpmathBackend(Backend):
         return matmul_by_matrix(a, b, self.exact_product)
 
     def affine(self, a: Array, w: Array, b: Array) -> Array:
-        """a @ w + b with each entry's sum and its bias rounded once (`exact_product`)."""
+        """a @ w + b with each entry's sum and its bias rounded once (`exact_product`); a
+        bias that is not one number per column of w is broadcast as the base does."""
+        if np.ndim(b) != 1 or len(b) != np.shape(w)[-1]:
+            return super().affine(a, w, b)
         return matmul_by_matrix(a, w, partial(self.exact_product, bias=b))
 
     def exact_product(self, x: Array, y: Array, bias: Array | None = None) -> Iterator:
@@ -144,8 +147,10 @@ class MpmathBackend(Backend):
         exponent min(e + f, g). mpmath's fdot makes one Python call per entry and drops
         terms 2 prec bits below the running sum, which this does not. The integers have
         at most 5 prec + 64 bits: a factor whose nonzero exponents spread wider (an exp
-        of a large negative number beside numbers near 1), whose bias lies as far from
-        its products, or that holds inf, nan or other types, sends the product to fdot.
+        of a large negative number beside numbers near 1; over all the rows of x, which
+        may be a whole batch), whose bias lies as far from its products, or that holds
+        inf, nan or other types, sends the product to fdot, whose entries are then not
+        always rounded once.
         """
         ctx = self.context
         spread = 4 * ctx.prec + 64

@@ -225,8 +225,23 @@ def test_a_batch_times_a_weight_is_each_member_times_it(name):
             assert all(a._mpf_ == b._mpf_ for a, b in zip(got.ravel(), want.ravel(), strict=True))
     if name == "arb":
         with bk.active():  # the 60 digits read at the working precision: a ball of its own
-            for ball, value in zip(stacked[0].ravel(), exact.ravel(), strict=True):
-                assert ball.overlaps(flint.arb(mpmath.nstr(value, 60)))
+            for balls, values in ((stacked[0], exact), (stacked[1], exact + np.arange(5))):
+                for ball, value in zip(balls.ravel(), values.ravel(), strict=True):
+                    assert ball.overlaps(flint.arb(mpmath.nstr(value, 60)))
+
+
+def test_mpmath_affine_broadcasts_a_bias_of_another_shape_as_the_base_does():
+    """A bias that is not one number per column (a row (1, m) kept as a constant, whose
+    cached integer form is a matrix's, or a scalar) is added as numpy broadcasts it."""
+    bk = backend("mpmath", 30)
+    rng = np.random.default_rng(1)
+    x, w = bk.asarray(rng.standard_normal((3, 4))), bk.asarray(rng.standard_normal((4, 5)))
+    for bias in (bk.constant(np.array([[0.0, 1, 2, 3, 4]])), bk.asarray(2.5)):
+        want = bk.matmul(x, w) + bias
+        got = bk.affine(x, w, bias)
+        assert got.shape == want.shape and all(
+            a._mpf_ == b._mpf_ for a, b in zip(got.ravel(), want.ravel(), strict=True)
+        )
 
 
 def test_mpmath_products_with_infinities_or_wide_exponents_take_fdot():
@@ -240,9 +255,12 @@ def test_mpmath_products_with_infinities_or_wide_exponents_take_fdot():
     wide = bk.asarray(np.array([[1, tiny]], dtype=object))
     got = bk.matmul(wide, bk.asarray(np.array([[1.0], [1.0]])))
     assert got[0, 0] == bk.context.fdot([1, tiny], [1, 1]) == 1
-    ones = bk.asarray(np.ones((1, 1)))
-    got = bk.affine(ones, ones, bk.constant(np.array([tiny], dtype=object)))  # a bias as far
-    assert got[0, 0] == bk.context.fdot([1, 1], [1, tiny]) == 1
+    # a bias as far from its products goes to fdot too, which drops it here, where the
+    # integer path would round 1 + 2^-prec + 2^-100000 once, to 1 + 2^(1 - prec)
+    half_ulp = bk.context.ldexp(1, -bk.context.prec)  # of 1: 1 + half_ulp is a tie
+    row = bk.asarray(np.array([[1, half_ulp]], dtype=object))
+    got = bk.affine(row, bk.asarray(np.ones((2, 1))), bk.constant(np.array([tiny], dtype=object)))
+    assert got[0, 0] == bk.context.fdot([1, half_ulp, 1], [1, 1, tiny]) == 1
 
 
 @pytest.mark.parametrize("name", ["mpmath", "arb"])
