@@ -40,8 +40,9 @@ class Backend(ABC):
     measures_rounding: bool = False
     """Whether results carry a rigorous bound of their rounding (ball radii, max_radius)."""
     overflows: bool = True
-    """Whether exp can overflow: a fixed format's exponent range is bounded; mpmath's and
-    arb's exponents are integers of any size."""
+    """Whether exp can overflow at the size of attention scores: a fixed format's exponent
+    range is bounded; mpmath's and arb's exponents are arbitrary-precision integers (arb's
+    exp overflows only beyond arguments of about 2^200)."""
 
     @property
     def key(self) -> tuple:
