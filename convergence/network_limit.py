@@ -3,10 +3,11 @@ and its loss are from the flow that the paper reads it as a step of (docs/networ
 sections 3 and 5).
 
 For a Model and a batch of inputs (token states, with an optional padding mask): the
-limit (the flow of `lie_limit`, solved by the error-controlled reference, with its own
-error) when there is one. Post-LN layers with per-feature norms have none: then the
-refined network's sequence is classified by `limit_check` (NO-LIMIT when the tokens
-collapse; UNDECIDED where its levels cannot tell). Then, per method and steps per unit:
+limit (the flow of `lie_limit`, solved by the error-controlled reference, with its error
+assessed against a second run, docs/schemes.md section 7) when there is one. Post-LN
+layers with per-feature norms have none: then the refined network's sequence is
+classified by `limit_check` (NO-LIMIT when the tokens collapse; UNDECIDED where its
+levels cannot tell). Then, per method and steps per unit:
 the relative distance of the refined network's final states from the limit, with its
 fitted order; and where the readout decides, the decisions that differ from the
 network's own (dt = 1, Lie) and, with targets (labels, or an LM's own next tokens), the
@@ -76,7 +77,8 @@ class NetworkLimit(Provenance):
     steps_per_unit: list[int]
     methods: list[MethodLevels]
     limit_error: float | None
-    """The reference's own estimated max-abs error of the limit's final states."""
+    """The reference's max-abs error of the limit's final states, assessed against a second
+    run (docs/schemes.md section 7)."""
     network_distance: float | None
     """The network's (Lie at dt = 1) relative distance from the limit."""
     limit_size: float | None
@@ -178,7 +180,7 @@ def network_limit(
     except UndefinedOperationError:  # per-feature post-LN norms: no limit to measure against
         no_limit = limit_check(problem, steps, max_steps_per_unit=max_steps_per_unit)
     else:
-        solution = solve_reference(limit_problem, LIMIT_TOLERANCE)
+        solution = solve_reference(limit_problem, LIMIT_TOLERANCE, assess=True)
         limit, limit_error = solution.states[-1], float(solution.error[-1])
     size = None if limit is None else float(np.abs(limit[real]).max())
     levels = []

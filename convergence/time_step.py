@@ -5,10 +5,11 @@ at every layer boundary against the exact solution (manufactured or uniform atte
 the error-controlled reference (solve_reference), or the next finer level of the same
 method ("richardson"), and fits each method's order. Levels within a factor 10 of a
 floor are not fitted: the precision floor (100 unit roundoffs times the solution's size)
-or, against "reference", the reference's own estimated error at t = T, which the study
-records ("reference floor", docs/orders.md section 4). A scheme whose limit is another
-problem's flow is measured against that problem (`limit`). `splitting_table` runs every
-splitting (docs/orders.md section 1).
+or, against "reference", the reference's error at t = T, assessed against a second run
+(solve_reference's `assess`, docs/schemes.md section 7), which the study records
+("reference floor", docs/orders.md section 4). A scheme whose limit is another problem's
+flow is measured against that problem (`limit`). `splitting_table` runs every splitting
+(docs/orders.md section 1).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class MethodConvergence:
     max_abs_per_layer: list[list[float]]
     estimate: OrderEstimate
     reference_error: list[float] | None
-    """The reference's own estimated max-abs error at each layer boundary (None for the
-    exact solution and "richardson")."""
+    """The reference's max-abs error at each layer boundary, assessed against a second run
+    (docs/schemes.md section 7; None for the exact solution and "richardson")."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,10 @@ def _reference_layers(
     problem: Problem, reference: str, bk: Backend, steps: int
 ) -> tuple[np.ndarray, list[float] | None]:
     """The reference states in bk at the layer boundaries (only the final one for the
-    uniform-attention solution), and the reference's own error estimate at each (None for
+    uniform-attention solution), and the reference's assessed error at each (None for
     an exact solution). The error-controlled reference takes steps of at most 1 / steps."""
     if reference == "reference":
-        solution = solve_reference(problem, backend=bk, steps_per_unit=steps)
+        solution = solve_reference(problem, backend=bk, steps_per_unit=steps, assess=True)
         return solution.states, solution.error
     with bk.active():
         return _exact_layers(problem, bk), None

@@ -3,7 +3,8 @@
 `transformer_limit_distance` scales every attention and FFN map and bias by s and
 measures, for each s, the distance between the dt = 1 network's outputs (every layer's)
 and its time-step limit (`lie_limit`), solved by the error-controlled reference, whose
-own estimated error is reported beside the distance; the growth is fitted as C s^q
+error, assessed against a second run (docs/schemes.md section 7), is reported beside
+the distance; the growth is fitted as C s^q
 (docs/limits.md section 6 derives q).
 """
 
@@ -73,7 +74,7 @@ def transformer_limit_distance(
         limit = lie_limit(problem)
         steps = max(1, math.ceil(reference_steps * max(1.0, s * s)))
         transformer = solve_layers(problem, "lie", 1, bk)
-        solution = solve_reference(limit, backend=bk, steps_per_unit=steps)
+        solution = solve_reference(limit, backend=bk, steps_per_unit=steps, assess=True)
         fine = solution.states
         with bk.active():
             gap = np.abs(bk.to_float64(transformer - fine))

@@ -224,7 +224,7 @@ def _summary(result: NetworkLimit) -> list[str]:
     }.get(result.targets, "")
     lines = [f"Network `{Path(result.source).name}` on {result.batch} inputs{tokens}{judged}."]
     if result.no_limit is None:
-        parts = [f"the reference's own error {result.limit_error:.2g}"]
+        parts = [f"the reference's assessed error {result.limit_error:.2g}"]
         measured = []
         if result.limit_decisions_changed is not None:
             measured.append(
@@ -289,7 +289,7 @@ def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:
         order_headers = ["method", *ORDER_HEADERS, "reason"]
         markdown += (
             "\n\nOrders of the relative distance against dt = 1 / (steps per unit), over the "
-            f"levels within {ASYMPTOTIC:g} of the limit, its own error as the floor:\n\n"
+            f"levels within {ASYMPTOTIC:g} of the limit, its assessed error as the floor:\n\n"
             + markdown_table(order_headers, order_rows)
         )
         latex += latex_table(f"{title}: orders", order_headers, order_rows)

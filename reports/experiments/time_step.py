@@ -130,13 +130,14 @@ def render(title: str, records: list[Record[MethodRun]]) -> Section:
         own = "-" if result.reference_error is None else cell(result.reference_error[-1])
         rows.append([result.method, *order_cells(result.estimate), cell(result.max_abs[-1]), own])
         series.append(time_step_series(result.method, result))
-    headers = ["method", *ORDER_HEADERS, "finest max-abs error", "reference's own error"]
+    headers = ["method", *ORDER_HEADERS, "finest max-abs error", "reference's error"]
     first = done[0].result if done else None
     markdown = (
         f"Errors at t = T against the {first.reference if first else '-'} reference, in "
         f"{first.precision if first else '-'}; orders from `estimate_order`. The error-"
-        "controlled reference reports its own estimated error at T; levels within 10x of it "
-        "are at the reference floor and not fitted (docs/orders.md section 4).\n\n"
+        "controlled reference reports its error at T, assessed against a second run at a "
+        "hundredth of its tolerance (docs/schemes.md section 7); levels within 10x of it are "
+        "at the reference floor and not fitted (docs/orders.md section 4).\n\n"
         + markdown_table(headers, rows)
     )
     figures = named_figure(

@@ -12,13 +12,17 @@ the rounding alone, the same at every precision, so more digits cost more steps 
 fixed order; with them the order grows with the digits and more digits cost more work
 per step instead. A fixed format (float16 .. longdouble) cannot widen: its reference
 works at its own precision to at least TOLERANCE_FLOOR unit roundoffs, as before.
+
+`tighter_precision` picks the number system of an assessment's tighter run
+(solvers.reference.solution): bk itself where its floor allows the tighter tolerance,
+else the narrowest wider one that does (docs/schemes.md section 7).
 """
 
 from __future__ import annotations
 
 import math
 
-from solvers.backends import Backend
+from solvers.backends import Backend, backend
 from solvers.reference.step_control import (
     MAX_COLUMNS,
     ROUNDING_SHARE,
@@ -62,3 +66,26 @@ def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]
     while bk.widened(extra).unit_roundoff > unit_needed:  # decimal digits to binary bits
         extra += 1
     return bk.widened(extra), tol
+
+
+WIDER_FORMATS = ("float32", "float64", "longdouble")
+"""The fixed formats a tighter run may widen to, narrowest first (each holds the range of
+those before it, and of float16 and bfloat16)."""
+
+
+def tighter_precision(bk: Backend, tol: float) -> Backend:
+    """The number system in which a reference can work to `tol`: bk where it can (a
+    variable precision widened by the digits its floor 10^-D / DIGIT_SAFETY needs), else
+    the narrowest fixed format of more digits than bk whose floor of TOLERANCE_FLOOR unit
+    roundoffs is at most `tol`, else mpmath at the digits that floor needs (its guard
+    digits then make it wider than bk)."""
+    digits = math.ceil(-math.log10(DIGIT_SAFETY * positive_number("tol", tol)))
+    while 10.0**-digits / DIGIT_SAFETY > tol:  # the logarithm rounded down
+        digits += 1
+    if bk.widened(1).unit_roundoff < bk.unit_roundoff:
+        return bk.widened(max(0, digits - bk.digits))
+    wider = (backend(name) for name in WIDER_FORMATS)
+    for candidate in (bk, *(c for c in wider if c.unit_roundoff < bk.unit_roundoff)):
+        if TOLERANCE_FLOOR * candidate.unit_roundoff <= tol:
+            return candidate
+    return backend("mpmath", max(digits, 5))

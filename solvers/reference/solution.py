@@ -23,14 +23,20 @@ from solvers.reference.controller import (
     ReferenceEvent,
     Work,
 )
-from solvers.reference.guard_digits import reference_precision
+from solvers.reference.guard_digits import reference_precision, tighter_precision
 from solvers.validation import positive_int, positive_number
+
+ASSESSMENT_RATIO = 100.0
+"""An assessed reference runs a second time at the tolerance divided by this, and measures
+the first run's error as the distance between the two (docs/schemes.md section 7)."""
 
 
 @dataclass(frozen=True)
 class ReferenceSolution:
     """The states at t = 0, 1, ..., t_final (like solve_layers) and the reference's own
-    estimated max-abs error at each, with the work it took."""
+    estimated max-abs error at each, with the work it took. `check`: for an assessed
+    reference, the run at the tolerance asked for, which `error` was measured against
+    (its own `error` is its carried estimate); None otherwise."""
 
     states: np.ndarray
     error: list[float]
@@ -40,6 +46,7 @@ class ReferenceSolution:
     events: list[ReferenceEvent]
     tolerance: float
     precision: str
+    check: ReferenceSolution | None = None
 
 
 def solve_reference(
@@ -49,6 +56,7 @@ def solve_reference(
     *,
     steps_per_unit: int = 1,
     max_steps: int = MAX_STEPS,
+    assess: bool = False,
 ) -> ReferenceSolution:
     """Integrate the problem's flow (the continuous limit: post-LN on each layer's S2) to a
     tolerance `tol` on each step's max-abs error relative to max(1, max |u|). In a fixed
@@ -66,58 +74,106 @@ def solve_reference(
     arb the states come back as points (radius 0): each step's radii went into `error`,
     and certification runs again with more guard bits only when a step's radii alone pass
     the tolerance.
+
+    The carried estimate can fall short where the flow stretches the error in directions
+    the carried one does not see (docs/schemes.md section 7). With `assess`, the reference
+    runs twice: at `tol` (returned as `check`) and at tol / ASSESSMENT_RATIO, in bk where
+    its floor allows, else in the narrowest wider number system that does
+    (solvers.reference.guard_digits.tighter_precision). The states of the tighter run come
+    back, and `error[n]` is the larger of that run's carried estimate and the first run's
+    plus the distance d_n between the two runs at boundary n. It bounds the tighter run's
+    error wherever either carried estimate holds, or the first run is at least twice as
+    far off as the tighter one (d_n is then at least the tighter run's error). The work
+    counts are the tighter run's; `check` has the first run's.
     """
     if not isinstance(problem, Problem):
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
     check_solvable(problem, ControlledReference())
     bk = resolve_backend(backend)
-    working, tol = reference_precision(bk, None if tol is None else positive_number("tol", tol))
+    tol = None if tol is None else positive_number("tol", tol)
     cap = 1.0 / positive_int("steps_per_unit", steps_per_unit)
     max_steps = positive_int("max_steps", max_steps)
-    attempts: list[tuple[Work, list[float]]] = []  # certification may run it again
+    real = problem.real_tokens()
 
-    def computation(working: Backend) -> Array:
-        work = Work()
-        flow = LayerFlow.from_problem(problem, working)
-        run = _Run(Controller(flow, tol, max_steps, work, max_step=cap))
-        attempts.append((work, run.errors))
-        return integrate(problem, run, steps_per_unit, flow)
+    def run(number_system: Backend, tol: float | None) -> _Computed:
+        working, tol = reference_precision(number_system, tol)
+        attempts: list[tuple[Work, list[float]]] = []  # certification may run it again
 
-    computed = working.certify(computation, tolerance=tol)
-    work, errors = attempts[-1]
-    if working is not bk:
-        states = _rounded(computed, working, bk, errors, problem.real_tokens())
-    else:
-        states = computed
-    return ReferenceSolution(
-        states=bk.to_output(states),
-        error=list(errors),
-        accepted=work.accepted,
-        rejected=work.rejected,
-        evaluations=work.evaluations,
-        events=list(work.events),
-        tolerance=tol,
-        precision=repr(working),
-    )
+        def computation(working: Backend) -> Array:
+            work = Work()
+            flow = LayerFlow.from_problem(problem, working)
+            stepping = _Run(Controller(flow, tol, max_steps, work, max_step=cap))
+            attempts.append((work, stepping.errors))
+            return integrate(problem, stepping, steps_per_unit, flow)
+
+        states = working.certify(computation, tolerance=tol)
+        work, errors = attempts[-1]
+        return _Computed(states, working, tol, work, list(errors))
+
+    first = run(bk, tol)
+    if not assess:
+        return first.solution(bk, real)
+    tighter = first.tolerance / ASSESSMENT_RATIO
+    second = run(tighter_precision(bk, tighter), tighter)
+    distances = _distances(first.states, first.working, second.states, second.working, real)
+    second.errors = [
+        max(own, checked + distance)
+        for own, checked, distance in zip(second.errors, first.errors, distances, strict=True)
+    ]
+    return second.solution(bk, real, check=first.solution(bk, real))
 
 
-def _rounded(
-    computed: Array, working: Backend, bk: Backend, errors: list[float], real: np.ndarray
-) -> Array:
-    """The states of the guard-digit run rounded to bk (points), each boundary's rounding,
-    measured at the working precision over the `real` tokens' rows (as every estimate is),
-    added to its error estimate (in place). In balls the measure is the difference's
-    midpoint plus its radius, which covers a conversion that went through decimals."""
-    with bk.active():
-        states = bk.midpoints(convert(computed, working, bk))
+@dataclass
+class _Computed:
+    """One run of the reference: its states in its working precision, that precision, its
+    tolerance, its work and its carried estimate at each boundary."""
+
+    states: Array
+    working: Backend
+    tolerance: float
+    work: Work
+    errors: list[float]
+
+    def solution(
+        self, bk: Backend, real: np.ndarray, check: ReferenceSolution | None = None
+    ) -> ReferenceSolution:
+        """The run's states as points of bk, the rounding to bk (measured over the `real`
+        tokens' rows) added to each boundary's error."""
+        errors = list(self.errors)
+        states = self.states
+        if self.working is not bk:
+            with bk.active():
+                states = bk.midpoints(convert(self.states, self.working, bk))
+            rounding = _distances(states, bk, self.states, self.working, real)
+            errors = [error + size for error, size in zip(errors, rounding, strict=True)]
+        return ReferenceSolution(
+            states=bk.to_output(states),
+            error=errors,
+            accepted=self.work.accepted,
+            rejected=self.work.rejected,
+            evaluations=self.work.evaluations,
+            events=list(self.work.events),
+            tolerance=self.tolerance,
+            precision=repr(self.working),
+            check=check,
+        )
+
+
+def _distances(
+    states: Array, bk: Backend, other: Array, working: Backend, real: np.ndarray
+) -> list[float]:
+    """max |states[n] - other[n]| at each boundary n over the `real` tokens' rows, measured
+    in `working`, which holds both (`states` convert into it exactly). In balls the measure is
+    the difference's midpoint plus its radius, which covers a conversion that went through
+    decimals; float64's own rounding of the measure is allowed for."""
     with working.active():
-        difference = computed - convert(states, bk, working)
-        for n in range(len(errors)):
-            state = difference[n]
+        difference = other - convert(states, bk, working)
+        sizes = []
+        for state in difference:
             rows = state[real] if real.ndim == state.ndim - 1 else state[..., real, :]
             size = np.max(np.abs(working.to_float64(rows))) + working.max_radius(rows)
-            errors[n] += float(size) * (1 + 1e-15)  # float64's own rounding
-    return states
+            sizes.append(float(size) * (1 + 1e-15))
+    return sizes
 
 
 class _Run(SteppingMethod):

@@ -247,3 +247,42 @@ def test_guard_digits_are_the_fewest_that_keep_the_first_columns_usable(digits):
     for fixed in ("float32", "float64", "longdouble"):
         fixed_bk = backend(fixed)
         assert reference_precision(fixed_bk, None) == (fixed_bk, 1000 * fixed_bk.unit_roundoff)
+
+
+@pytest.mark.parametrize(
+    ("name", "digits", "tol"),
+    [
+        ("float64", None, 1e-10),
+        ("float64", None, 1000 * 2.0**-53 / 100),
+        ("float64", None, 1e-19),
+        ("float16", None, 1e-5),
+        ("bfloat16", None, 1e-3),
+        ("longdouble", None, 1e-18),
+        ("mpmath", 30, 1e-33),
+        ("arb", 30, 1e-25),
+    ],
+)
+def test_an_assessment_runs_where_the_tighter_tolerance_is_above_the_floor(name, digits, tol):
+    """The tighter run of an assessment works in the given number system where its
+    floor allows `tol`, else in the narrowest wider one whose floor does (no narrower
+    digits than asked, no wider than needed)."""
+    from solvers.reference.guard_digits import (
+        TOLERANCE_FLOOR,
+        WIDER_FORMATS,
+        reference_precision,
+        tighter_precision,
+    )
+
+    bk = backend(name, digits)
+    chosen = tighter_precision(bk, tol)
+    working, tolerance = reference_precision(chosen, tol)
+    assert working.unit_roundoff <= bk.unit_roundoff
+    assert tolerance == tol  # the floor allows it
+    if chosen.digits is not None:  # variable precision: no digit to spare
+        if chosen.digits > (bk.digits or 0):
+            assert reference_precision(chosen.widened(-1), tol)[1] > tol
+    else:
+        narrower = [backend(n) for n in (name, *WIDER_FORMATS)]
+        for other in narrower:
+            if chosen.unit_roundoff < other.unit_roundoff <= bk.unit_roundoff:
+                assert TOLERANCE_FLOOR * other.unit_roundoff > tol
