@@ -84,7 +84,8 @@ def solve_reference(
     plus the distance d_n between the two runs at boundary n. It bounds the tighter run's
     error wherever either carried estimate holds, or the first run is at least twice as
     far off as the tighter one (d_n is then at least the tighter run's error). The work
-    counts are the tighter run's; `check` has the first run's.
+    counts, `tolerance` and `precision` are the tighter run's; `check` has the first
+    run's. Each run has its own budget of `max_steps`.
     """
     if not isinstance(problem, Problem):
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
@@ -117,7 +118,7 @@ def solve_reference(
     second = run(tighter_precision(bk, tighter), tighter)
     distances = _distances(first.states, first.working, second.states, second.working, real)
     second.errors = [
-        max(own, checked + distance)
+        max(own, math.nextafter(checked + distance, math.inf))
         for own, checked, distance in zip(second.errors, first.errors, distances, strict=True)
     ]
     return second.solution(bk, real, check=first.solution(bk, real))
@@ -145,7 +146,10 @@ class _Computed:
             with bk.active():
                 states = bk.midpoints(convert(self.states, self.working, bk))
             rounding = _distances(states, bk, self.states, self.working, real)
-            errors = [error + size for error, size in zip(errors, rounding, strict=True)]
+            errors = [
+                math.nextafter(error + size, math.inf)
+                for error, size in zip(errors, rounding, strict=True)
+            ]
         return ReferenceSolution(
             states=bk.to_output(states),
             error=errors,
@@ -163,16 +167,17 @@ def _distances(
     states: Array, bk: Backend, other: Array, working: Backend, real: np.ndarray
 ) -> list[float]:
     """max |states[n] - other[n]| at each boundary n over the `real` tokens' rows, measured
-    in `working`, which holds both (`states` convert into it exactly). In balls the measure is
-    the difference's midpoint plus its radius, which covers a conversion that went through
-    decimals; float64's own rounding of the measure is allowed for."""
+    in `working`, which holds both (`states` convert into it exactly), rounded up. In balls
+    the measure is the difference's midpoint plus its radius, which covers a conversion
+    that went through decimals; in points, the subtraction's rounding (a unit roundoff of
+    `working`) and float64's of the measure are allowed for."""
     with working.active():
         difference = other - convert(states, bk, working)
         sizes = []
         for state in difference:
             rows = state[real] if real.ndim == state.ndim - 1 else state[..., real, :]
             size = np.max(np.abs(working.to_float64(rows))) + working.max_radius(rows)
-            sizes.append(float(size) * (1 + 1e-15))
+            sizes.append(float(size) * (1 + 2 * max(working.unit_roundoff, 2.0**-53)))
     return sizes
 
 

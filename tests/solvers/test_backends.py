@@ -373,21 +373,31 @@ def test_longdouble_rounds_fractions_once():
 
 
 def test_longdouble_erfc_is_within_a_few_unit_roundoffs_of_mpmath():
-    """Absolutely within 16 unit roundoffs everywhere (8 measured), and relatively within
-    8 + 4 z^2 of them on the continued fraction's side, where erfc is small (its
-    exp(-z^2) inherits the rounding of z^2: up to 2.5 z^2 measured)."""
+    """Absolutely within 16 unit roundoffs everywhere (12 measured), and relatively within
+    8 + 2 z^2 of them on the continued fraction's side while erfc is normal (1.5 z^2
+    measured: its exp(-z^2) inherits the rounding of z^2). Inputs and values compared
+    exactly (as the fractions they are)."""
     from solvers.backends.longdouble import erfc
 
+    def exact(v):
+        numerator, denominator = np.longdouble(v).as_integer_ratio()
+        return mpmath.mpf(numerator) / denominator
+
     unit = np.finfo(np.longdouble).eps / 2
-    x = np.concatenate([np.linspace(-7, 40, 2351, dtype=np.longdouble), [1e-30, 2.0, -2.0]])
-    with mpmath.workdps(40):
-        exact = np.array(
-            [mpmath.nstr(mpmath.erfc(mpmath.mpf(str(v))), 30) for v in x], np.longdouble
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [rng.uniform(-7, 106, 1500), np.linspace(-2.2, 2.2, 441), [1e-30, 2.0, -2.0]]
+    ).astype(np.longdouble)
+    with mpmath.workprec(256):
+        truth = [mpmath.erfc(exact(v)) for v in x]
+        error = np.array([float(abs(exact(v) - e)) for v, e in zip(erfc(x), truth, strict=True)])
+        relative = np.array(
+            [float(abs(exact(v) - e) / e) for v, e in zip(erfc(x), truth, strict=True)]
         )
-    error = np.abs(erfc(x) - exact)
     assert np.max(error) <= 16 * unit
-    far = x >= 2
-    assert np.all(error[far] / exact[far] <= (8 + 4 * x[far] ** 2) * unit)
+    far = np.asarray(x >= 2)
+    z = np.asarray(x[far], dtype=np.float64)
+    assert np.all(relative[far] <= (8 + 2 * z**2) * unit)
     special = erfc(np.array([np.nan, np.inf, -np.inf, 0.0]))
     assert np.isnan(special[0]) and list(special[1:]) == [0, 2, 1]
 
@@ -412,11 +422,14 @@ def _silu(t):
 
 INPUTS = (-6.0, -3.0, -0.5, -1e-3, 0.0, 0.7, 2.5, 9.0)
 SMOOTH_ACTIVATIONS = {
-    "gelu": (_gelu, 4, INPUTS),  # erf and the products round a few times
+    "gelu": (_gelu, 4, (-2.806, *INPUTS)),  # erf and the products round a few times
     "gelu_tanh": (_gelu_tanh, 8, INPUTS),  # the cubic, tanh and the products
     "silu": (_silu, 4, (-800.0, *INPUTS)),  # exp, the sum and the division
 }
 """Each backend method's exact value (mpmath), its allowance in units of u, its inputs."""
+LONG_DOUBLE_GELU = 16
+"""Long double's GELU computes 1 - erf(z) below z = 2 from erf's series (within 12 u),
+times |a| / 2 up to sqrt 2: 12.3 u measured at a = -2.806 (solvers.backends.longdouble)."""
 
 
 @pytest.mark.parametrize("activation", sorted(SMOOTH_ACTIVATIONS))
@@ -426,6 +439,8 @@ def test_smooth_activations_to_the_formats_rounding(bk, activation):
     digits, within the allowance of u times max(|value|, 1); silu's exp(800) does not
     overflow the answer, which is -0 to any format's precision."""
     exact_of, allowance, points = SMOOTH_ACTIVATIONS[activation]
+    if (bk.name, activation) == ("longdouble", "gelu"):
+        allowance = LONG_DOUBLE_GELU
     x = np.array(points)
     with bk.active():
         strings = bk.to_strings(getattr(bk, activation)(bk.asarray(x)))
