@@ -56,9 +56,9 @@ def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]
     In a variable precision of D digits the tolerance is at least 10^-D / DIGIT_SAFETY
     (the states come back rounded to D digits) and the working backend has the guard
     digits of the module docstring."""
-    if bk.widened(1).unit_roundoff >= bk.unit_roundoff:
+    if not _variable(bk):
         return bk, tolerance_for(bk, tol)
-    floor = 10.0**-bk.digits / DIGIT_SAFETY
+    floor = _floor(bk.digits)
     tol = floor if tol is None else max(tol, floor)
     columns = min(first_column(tol) + 1, MAX_COLUMNS)
     unit_needed = ROUNDING_SHARE * tol / column_rounding(columns, 1.0)
@@ -80,12 +80,23 @@ def tighter_precision(bk: Backend, tol: float) -> Backend:
     roundoffs is at most `tol`, else mpmath at the digits that floor needs (its guard
     digits then make it wider than bk)."""
     digits = math.ceil(-math.log10(DIGIT_SAFETY * positive_number("tol", tol)))
-    while 10.0**-digits / DIGIT_SAFETY > tol:  # the logarithm rounded down
+    while _floor(digits) > tol:  # the logarithm rounded down
         digits += 1
-    if bk.widened(1).unit_roundoff < bk.unit_roundoff:
+    if _variable(bk):
         return bk.widened(max(0, digits - bk.digits))
     wider = (backend(name) for name in WIDER_FORMATS)
     for candidate in (bk, *(c for c in wider if c.unit_roundoff < bk.unit_roundoff)):
         if TOLERANCE_FLOOR * candidate.unit_roundoff <= tol:
             return candidate
     return backend("mpmath", max(digits, 5))
+
+
+def _variable(bk: Backend) -> bool:
+    """Whether bk's precision can widen (mpmath, arb), unlike a fixed format's."""
+    return bk.widened(1).unit_roundoff < bk.unit_roundoff
+
+
+def _floor(digits: int) -> float:
+    """The least tolerance of a reference at `digits` decimal digits of a variable
+    precision: 10^-digits / DIGIT_SAFETY."""
+    return 10.0**-digits / DIGIT_SAFETY
