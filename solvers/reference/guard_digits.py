@@ -21,8 +21,10 @@ else the narrowest wider one that does (docs/schemes.md section 7).
 from __future__ import annotations
 
 import math
+import sys
 
 from solvers.backends import Backend, backend
+from solvers.errors import InvalidInputError
 from solvers.reference.step_control import (
     MAX_COLUMNS,
     ROUNDING_SHARE,
@@ -58,14 +60,37 @@ def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]
     digits of the module docstring."""
     if not _variable(bk):
         return bk, tolerance_for(bk, tol)
+    guarded = _guarded(bk, tol)
+    if guarded is None:
+        most = next(d for d in range(bk.digits - 1, 0, -1) if _guarded(_at(bk, d), None))
+        raise InvalidInputError(
+            f"a reference in {bk!r} would work beyond float64's normal range (down to "
+            f"{sys.float_info.min:.1e}), in which it carries its tolerance, unit roundoff and "
+            f"error estimates: ask for at most {most} digits of {bk.name}, or integrate "
+            "with solve() at fixed steps"
+        )
+    return guarded
+
+
+def _guarded(bk: Backend, tol: float | None) -> tuple[Backend, float] | None:
+    """(bk widened by its guard digits, the tolerance) for a variable precision, or None
+    where the floor or the widened unit roundoff is below float64's normal range."""
     floor = _floor(bk.digits)
+    if floor < sys.float_info.min:
+        return None
     tol = floor if tol is None else max(tol, floor)
     columns = min(first_column(tol) + 1, MAX_COLUMNS)
     unit_needed = ROUNDING_SHARE * tol / column_rounding(columns, 1.0)
     extra = max(GUARD_FLOOR, math.ceil(math.log10(bk.unit_roundoff / unit_needed)) - 1)
     while bk.widened(extra).unit_roundoff > unit_needed:  # decimal digits to binary bits
         extra += 1
-    return bk.widened(extra), tol
+    working = bk.widened(extra)
+    return (working, tol) if working.unit_roundoff >= sys.float_info.min else None
+
+
+def _at(bk: Backend, digits: int) -> Backend:
+    """bk's number system at `digits` decimal digits."""
+    return bk.widened(digits - bk.digits)
 
 
 WIDER_FORMATS = ("float32", "float64", "longdouble")
@@ -92,8 +117,9 @@ def tighter_precision(bk: Backend, tol: float) -> Backend:
 
 
 def _variable(bk: Backend) -> bool:
-    """Whether bk's precision can widen (mpmath, arb), unlike a fixed format's."""
-    return bk.widened(1).unit_roundoff < bk.unit_roundoff
+    """Whether bk's precision can widen (mpmath, arb: those with digits), unlike a fixed
+    format's."""
+    return bk.digits is not None
 
 
 def _floor(digits: int) -> float:

@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import sys
 from itertools import pairwise
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve
+from solvers import (
+    LayerWeights,
+    PiecewiseControls,
+    Problem,
+    backend,
+    solve,
+    solve_reference,
+)
 from solvers.equation.exact import uniform_attention_solution
 from solvers.equation.flow import LayerFlow
 from solvers.integrators.tableaux import extrapolation_evaluations
@@ -247,6 +256,33 @@ def test_guard_digits_are_the_fewest_that_keep_the_first_columns_usable(digits):
     for fixed in ("float32", "float64", "longdouble"):
         fixed_bk = backend(fixed)
         assert reference_precision(fixed_bk, None) == (fixed_bk, 1000 * fixed_bk.unit_roundoff)
+
+
+@pytest.mark.parametrize("name", ["mpmath", "arb"])
+def test_a_reference_beyond_float64s_normal_range_is_refused_naming_the_digits_it_can_have(name):
+    """The reference carries its tolerance, unit roundoff and error estimates as float64
+    numbers: at D digits its floor 10^-D / 10 and the unit roundoff of its D + G working
+    digits must be normal floats (at least 2.2e-308; 10^-330 is 0.0). Beyond, a clear
+    refusal that names the most digits, and at those digits a reference runs and knows its
+    error to within them."""
+    from solvers.errors import InvalidInputError
+    from solvers.reference.guard_digits import reference_precision
+
+    problem = Problem(
+        np.random.default_rng(0).standard_normal((2, 4)),
+        PiecewiseControls([LayerWeights.random(4, 2, 8, 0, activation="gelu")]),
+        1e-4,  # one step at ~300 digits
+        norm="pre",
+    )
+    with pytest.raises(InvalidInputError, match=r"at most \d+ digits") as refused:
+        solve_reference(problem, backend=backend(name, 330))
+    most = int(re.search(r"at most (\d+) digits", str(refused.value)).group(1))
+    working, tol = reference_precision(backend(name, most), None)
+    assert min(working.unit_roundoff, tol) >= sys.float_info.min
+    with pytest.raises(InvalidInputError):
+        reference_precision(backend(name, most + 1), None)
+    result = solve_reference(problem, backend=backend(name, most))
+    assert sys.float_info.min <= result.error[-1] <= 10.0 ** -(most - 1)
 
 
 @pytest.mark.parametrize(
