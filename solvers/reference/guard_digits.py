@@ -57,30 +57,61 @@ def reference_precision(bk: Backend, tol: float | None) -> tuple[Backend, float]
     `tol` (None: the digits bk holds). In a fixed format: (bk, tolerance_for(bk, tol)).
     In a variable precision of D digits the tolerance is at least 10^-D / DIGIT_SAFETY
     (the states come back rounded to D digits) and the working backend has the guard
-    digits of the module docstring."""
+    digits of the module docstring; `check_range` refuses D beyond float64's range."""
     if not _variable(bk):
         return bk, tolerance_for(bk, tol)
+    check_range(bk, tol)
+    return _guarded(bk, tol)
+
+
+def check_range(bk: Backend, tol: float | None, tighter_by: float | None = None) -> None:
+    """Raise InvalidInputError, naming the most digits that fit, where a reference in bk
+    to `tol` (and, with `tighter_by`, the tighter run of its assessment, to its tolerance
+    / tighter_by) would carry its tolerance, rounding allowance or unit roundoff below
+    float64's normal range (docs/schemes.md section 7, "Guard digits")."""
+    if _within_range(bk, tol, tighter_by):
+        return
+    last = -math.floor(math.log10(sys.float_info.min))  # 10^-last is not normal
+    most = next(
+        (
+            d
+            for d in range(min(bk.digits, last) - 1, 0, -1)
+            if _within_range(_at(bk, d), tol, tighter_by)
+        ),
+        None,
+    )
+    run = "" if tighter_by is None else f" and its assessment's tighter run (tol / {tighter_by:g})"
+    fits = "no digits fit" if most is None else f"ask for at most {most} digits of {bk.name}"
+    raise InvalidInputError(
+        f"a reference in {bk!r}{run} would carry its tolerance, rounding allowance or unit "
+        f"roundoff below float64's normal range (down to {sys.float_info.min:.1e}): {fits}"
+        + ("" if tol is None else f" at tol {tol:g}")
+        + ", or integrate with solve() at fixed steps"
+    )
+
+
+def _within_range(bk: Backend, tol: float | None, tighter_by: float | None) -> bool:
+    if not _variable(bk):
+        return True
     guarded = _guarded(bk, tol)
-    if guarded is None:
-        most = next(d for d in range(bk.digits - 1, 0, -1) if _guarded(_at(bk, d), None))
-        raise InvalidInputError(
-            f"a reference in {bk!r} would work beyond float64's normal range (down to "
-            f"{sys.float_info.min:.1e}), in which it carries its tolerance, unit roundoff and "
-            f"error estimates: ask for at most {most} digits of {bk.name}, or integrate "
-            "with solve() at fixed steps"
-        )
-    return guarded
+    if guarded is None or tighter_by is None:
+        return guarded is not None
+    tighter = guarded[1] / tighter_by
+    return _within_range(tighter_precision(bk, tighter), tighter, None)
 
 
 def _guarded(bk: Backend, tol: float | None) -> tuple[Backend, float] | None:
     """(bk widened by its guard digits, the tolerance) for a variable precision, or None
-    where the floor or the widened unit roundoff is below float64's normal range."""
+    where the floor, or the unit roundoff the rounding allows (and with it the widened
+    one), is below float64's normal range."""
     floor = _floor(bk.digits)
     if floor < sys.float_info.min:
         return None
     tol = floor if tol is None else max(tol, floor)
     columns = min(first_column(tol) + 1, MAX_COLUMNS)
     unit_needed = ROUNDING_SHARE * tol / column_rounding(columns, 1.0)
+    if unit_needed < sys.float_info.min:
+        return None
     extra = max(GUARD_FLOOR, math.ceil(math.log10(bk.unit_roundoff / unit_needed)) - 1)
     while bk.widened(extra).unit_roundoff > unit_needed:  # decimal digits to binary bits
         extra += 1

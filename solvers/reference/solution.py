@@ -23,7 +23,11 @@ from solvers.reference.controller import (
     ReferenceEvent,
     Work,
 )
-from solvers.reference.guard_digits import reference_precision, tighter_precision
+from solvers.reference.guard_digits import (
+    check_range,
+    reference_precision,
+    tighter_precision,
+)
 from solvers.validation import positive_int, positive_number
 
 ASSESSMENT_RATIO = 100.0
@@ -95,6 +99,7 @@ def solve_reference(
     cap = 1.0 / positive_int("steps_per_unit", steps_per_unit)
     max_steps = positive_int("max_steps", max_steps)
     real = problem.real_tokens()
+    check_range(bk, tol, ASSESSMENT_RATIO if assess else None)  # before any run
 
     def run(number_system: Backend, tol: float | None) -> _Computed:
         working, tol = reference_precision(number_system, tol)

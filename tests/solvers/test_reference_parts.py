@@ -258,13 +258,17 @@ def test_guard_digits_are_the_fewest_that_keep_the_first_columns_usable(digits):
         assert reference_precision(fixed_bk, None) == (fixed_bk, 1000 * fixed_bk.unit_roundoff)
 
 
+@pytest.mark.parametrize("assess", [False, True])
 @pytest.mark.parametrize("name", ["mpmath", "arb"])
-def test_a_reference_beyond_float64s_normal_range_is_refused_naming_the_digits_it_can_have(name):
-    """The reference carries its tolerance, unit roundoff and error estimates as float64
-    numbers: at D digits its floor 10^-D / 10 and the unit roundoff of its D + G working
-    digits must be normal floats (at least 2.2e-308; 10^-330 is 0.0). Beyond, a clear
-    refusal that names the most digits, and at those digits a reference runs and knows its
-    error to within them."""
+def test_a_reference_beyond_float64s_normal_range_is_refused_naming_the_digits_it_can_have(
+    name, assess
+):
+    """The reference carries its tolerance, rounding allowance and unit roundoff as float64
+    numbers: at D digits its floor 10^-D / 10, the unit roundoff its rounding allows and
+    that of its D + G working digits must be normal floats (at least 2.2e-308; 10^-330 is
+    0.0), and with `assess` those of its tighter run too. Beyond, a refusal before any
+    run that names the most digits; at those digits a reference runs and knows its error
+    to within them, and at one more it is refused."""
     from solvers.errors import InvalidInputError
     from solvers.reference.guard_digits import reference_precision
 
@@ -275,13 +279,13 @@ def test_a_reference_beyond_float64s_normal_range_is_refused_naming_the_digits_i
         norm="pre",
     )
     with pytest.raises(InvalidInputError, match=r"at most \d+ digits") as refused:
-        solve_reference(problem, backend=backend(name, 330))
+        solve_reference(problem, backend=backend(name, 330), assess=assess)
     most = int(re.search(r"at most (\d+) digits", str(refused.value)).group(1))
     working, tol = reference_precision(backend(name, most), None)
     assert min(working.unit_roundoff, tol) >= sys.float_info.min
-    with pytest.raises(InvalidInputError):
-        reference_precision(backend(name, most + 1), None)
-    result = solve_reference(problem, backend=backend(name, most))
+    with pytest.raises(InvalidInputError, match=f"at most {most} digits"):
+        solve_reference(problem, backend=backend(name, most + 1), assess=assess)
+    result = solve_reference(problem, backend=backend(name, most), assess=assess)
     assert sys.float_info.min <= result.error[-1] <= 10.0 ** -(most - 1)
 
 
