@@ -139,6 +139,20 @@ def tolerance(digits: int, k: int | None) -> float | None:
     return None if k is None else 10.0 ** -(digits - k)
 
 
+def reference_run(result, name: str, digits: int, seconds: float) -> Run:
+    """The figure's point for a solve_reference result in `name` at `digits`."""
+    return Run(
+        "solve_reference",
+        f"{name} {digits}",
+        INTERVAL[digits],
+        result.tolerance,
+        seconds,
+        max_error(result.states[-1], digits),
+        result.evaluations,
+        result.error[-1],
+    )
+
+
 @pytest.mark.parametrize("k", REFERENCE_TOLS, ids=lambda k: "default" if k is None else f"d-{k}")
 @pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("digits", DIGITS)
@@ -149,16 +163,7 @@ def test_reference_high_precision(benchmark, digits, name, k):
     result, seconds = timed(
         benchmark, lambda: solve_reference(problem(INTERVAL[digits]), tol=tol, backend=bk)
     )
-    run = Run(
-        "solve_reference",
-        f"{name} {digits}",
-        INTERVAL[digits],
-        result.tolerance,
-        seconds,
-        max_error(result.states[-1], digits),
-        result.evaluations,
-        result.error[-1],
-    )
+    run = reference_run(result, name, digits, seconds)
     runs.append(run)
     if k in (4, None):
         targets["reference" if k == 4 else "reference, default tol", name, digits] = run
@@ -241,20 +246,9 @@ def test_reference_at_equal_error(benchmark, digits, name):
         start = time.perf_counter()
         result = solve_reference(flow_problem, tol=tolerance(digits, k), backend=bk)
         seconds = time.perf_counter() - start
-        error = max_error(result.states[-1], digits)
-        runs.append(
-            Run(
-                "solve_reference",
-                f"{name} {digits}",
-                INTERVAL[digits],
-                result.tolerance,
-                seconds,
-                error,
-                result.evaluations,
-                result.error[-1],
-            )
-        )
-        return error <= goal
+        run = reference_run(result, name, digits, seconds)
+        runs.append(run)
+        return run.error <= goal
 
     found = next((k for k in range(digits // 2, DEFAULT_EXPONENT - 1, -1) if reaches(k)), None)
     targets["equal error", name, digits] = None
@@ -266,16 +260,7 @@ def test_reference_at_equal_error(benchmark, digits, name):
         found += 0.5
     tol = tolerance(digits, found)
     result, seconds = timed(benchmark, lambda: solve_reference(flow_problem, tol=tol, backend=bk))
-    targets["equal error", name, digits] = Run(
-        "solve_reference",
-        f"{name} {digits}",
-        INTERVAL[digits],
-        result.tolerance,
-        seconds,
-        max_error(result.states[-1], digits),
-        result.evaluations,
-        result.error[-1],
-    )
+    targets["equal error", name, digits] = reference_run(result, name, digits, seconds)
 
 
 @pytest.mark.parametrize("name", BACKENDS)
