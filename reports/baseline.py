@@ -1,32 +1,26 @@
 """Baselines for regression tests: the figures of merit of a study, with tolerances.
 
 Every experiment's judge names its figures of merit (reports.judging: judged from the
-stored records, no figure drawn). A baseline stores them with the rule each must keep
-when the study is recomputed:
-
-- an order (value, 95% interval, verdict): the new order lies in the stored interval
-  widened by ORDER_SLACK, and the verdict is unchanged;
-- an error (value only): the new one is at most ERROR_GROWTH times the stored one (errors
-  at the rounding floor move between machines by small factors; a real regression of the
-  scheme moves them by orders of magnitude);
-- a bounded quantity (value with low and high, no verdict): it stays within [low, high];
-- a verdict alone: unchanged.
+stored records, no figure drawn), each with the rule and the tolerance a recomputation
+must keep (reports.merit: exact counts and verdicts, numbers within a tolerance derived
+from their own error, bounded quantities, orders in their interval, errors at a floor).
+A baseline stores them as they are, so baseline.json states every tolerance; `tide check`
+recomputes the study and lists each figure that broke its rule by experiment, case,
+figure, old and new value, and tolerance.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from reports.judging import judgements
+from reports.merit import Merit, kept, tolerance_text
 from reports.store import write_atomically
 from reports.study import Study
 from solvers.errors import TideError
 
-ORDER_SLACK = 0.1
-ERROR_GROWTH = 2.0
 BASELINE_FILE = "baseline.json"
 
 
@@ -59,7 +53,6 @@ def save_baseline(
     baseline = {
         "study": study.name,
         "source": study.source,
-        "rules": {"order_slack": ORDER_SLACK, "error_growth": ERROR_GROWTH},
         "figures": figures_of_merit(study, records),
     }
     write_atomically(path, json.dumps(baseline, indent=1) + "\n")
@@ -74,30 +67,20 @@ def load_baseline(directory: str | Path) -> dict[str, Any]:
         raise TideError(f"{path}: not a readable baseline ({exc})") from None
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and math.isfinite(x)
-
-
-def compare(name: str, old: dict[str, Any], new: dict[str, Any] | None) -> str | None:
-    """A one-line difference, or None when `new` keeps `old`'s rule."""
+def difference(experiment: str, name: str, old: Merit, new: Merit | None) -> str | None:
+    """A one-line difference (experiment, case, figure, old, new, tolerance), or None when
+    `new` keeps `old`'s rule."""
+    where = f"{experiment} | {old.get('case', '-')} | {name}"
     if new is None:
-        return f"{name}: missing from the new results"
-    value = new.get("value")
-    if "verdict" in old and old["verdict"] != new.get("verdict"):
-        return f"{name}: verdict {old['verdict']} -> {new.get('verdict')} (value {value})"
-    if "low" in old and "high" in old and "verdict" in old:  # an order with its interval
-        low, high = old["low"] - ORDER_SLACK, old["high"] + ORDER_SLACK
-        if not (_finite(value) and low <= value <= high):
-            return f"{name}: order {value} outside the baseline's [{low:.4g}, {high:.4g}]"
-    elif "low" in old and "high" in old:
-        if not (_finite(value) and old["low"] <= value <= old["high"]):
-            return f"{name}: {value} outside [{old['low']}, {old['high']}]"
-    elif _finite(old.get("value")):
-        if not (_finite(value) and value <= ERROR_GROWTH * old["value"] + 1e-300):
-            return f"{name}: {value} grew past {ERROR_GROWTH:g} x the baseline's {old['value']:.4g}"
-    elif old.get("value") != value:
-        return f"{name}: {old.get('value')!r} -> {value!r}"
-    return None
+        return f"{where}: missing from the new results (was {old.get('value')!r})"
+    if kept(old, new):
+        return None
+    return f"{where}: {_shown(old)} -> {_shown(new)} (tolerance: {tolerance_text(old)})"
+
+
+def _shown(merit: Merit) -> str:
+    value = repr(merit.get("value"))
+    return f"{value} ({merit['verdict']})" if "verdict" in merit else value
 
 
 def check_against(
@@ -112,7 +95,7 @@ def check_against(
     ]
     for section, figures in baseline["figures"].items():
         for name, old in figures.items():
-            line = compare(f"{section} / {name}", old, new.get(section, {}).get(name))
+            line = difference(section, name, old, new.get(section, {}).get(name))
             if line:
                 differences.append(line)
     return differences

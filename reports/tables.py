@@ -1,5 +1,5 @@
-"""Tables for the report: Markdown and LaTeX from the same rows, order-estimate cells and
-figures of merit, and the slugs that name figures and figures of merit."""
+"""Tables for the report: Markdown and LaTeX from the same rows, order-estimate cells, and
+the slugs that name figures and figures of merit."""
 
 from __future__ import annotations
 
@@ -84,13 +84,6 @@ def order_cells(estimate: OrderEstimate) -> list[str]:
         number(estimate.expected),
         dropped or "none",
     ]
-
-
-def order_merit(estimate: OrderEstimate) -> dict[str, Any]:
-    """The figure of merit of an order estimate: its order, 95% interval and verdict
-    (reports.baseline keeps it inside the interval)."""
-    low, high = estimate.interval
-    return {"value": estimate.order, "low": low, "high": high, "verdict": str(estimate.verdict)}
 
 
 ORDER_HEADERS = ["order", "95% interval", "verdict", "expected", "dropped levels"]

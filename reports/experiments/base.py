@@ -69,7 +69,7 @@ class Judgement:
 
     evidence: list[Evidence] = field(default_factory=list)
     figures_of_merit: dict[str, Any] = field(default_factory=dict)
-    """Numbers a baseline keeps: {name: {"value": x, "low": a, "high": b}}; see baseline.py."""
+    """Numbers a baseline keeps, by name, each with its rule and tolerance (reports.merit)."""
 
     @staticmethod
     def joined(parts: Iterable[Judgement]) -> Judgement:
@@ -79,6 +79,11 @@ class Judgement:
         for part in parts:
             merit |= part.figures_of_merit
         return Judgement([e for part in parts for e in part.evidence], merit)
+
+    def of_case(self, label: str) -> Judgement:
+        """This judgement with `label` as the case of every figure of merit that names none."""
+        merit = {name: {"case": label} | m for name, m in self.figures_of_merit.items()}
+        return Judgement(self.evidence, merit)
 
 
 def no_judgement(results: list[Any]) -> Judgement:
@@ -196,14 +201,14 @@ def by_case_kind(
 
 def _parts(
     case_kinds: Mapping[str, CaseKind], records: list[Record]
-) -> list[tuple[CaseKind, list[Any]]]:
-    """Each case kind with the results of its finished records, in table order (kinds
-    without one left out)."""
+) -> list[tuple[str, CaseKind, list[Any]]]:
+    """Each case kind (its name, which is its case's label, and itself) with the results
+    of its finished records, in table order (kinds without one left out)."""
     found = []
     for name, case_kind in case_kinds.items():
         mine = [r.result for r in records if r.ok and r.params.get(CASE) == name]
         if mine:
-            found.append((case_kind, mine))
+            found.append((name, case_kind, mine))
     return found
 
 
@@ -214,7 +219,9 @@ def parts_render(
     from the finished records of that kind, joined into one Section."""
 
     def render(title: str, records: list[Record]) -> Section:
-        parts = [case_kind.render(title, mine) for case_kind, mine in _parts(case_kinds, records)]
+        parts = [
+            case_kind.render(title, mine) for _, case_kind, mine in _parts(case_kinds, records)
+        ]
         return Section(
             title,
             separator.join(p.markdown for p in parts),
@@ -231,7 +238,8 @@ def parts_judge(case_kinds: Mapping[str, CaseKind]) -> Callable[[list[Record]], 
 
     def judge(records: list[Record]) -> Judgement:
         return Judgement.joined(
-            case_kind.judge(mine) for case_kind, mine in _parts(case_kinds, records)
+            case_kind.judge(mine).of_case(name)
+            for name, case_kind, mine in _parts(case_kinds, records)
         )
 
     return judge

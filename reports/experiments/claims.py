@@ -13,6 +13,7 @@ from properties.claim_check import CheckVerdict, ClaimCheck
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.exactness import exactness_cases
 from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
+from reports.merit import bounded_merit
 from reports.tables import latex_table, markdown_table, number
 from solvers.errors import InvalidInputError
 
@@ -129,7 +130,7 @@ def judge(records: list[Record[ExactnessResult]]) -> Judgement:
     groups: dict[str, Checks] = {}
     for check, result in _checks(records):
         groups.setdefault(result.group, []).append((check, result))
-    merit = {"claims.unexpected": {"value": _unexpected(records), "low": 0, "high": 0}}
+    merit = {"claims.unexpected": bounded_merit(_unexpected(records), 0, 0)}
     return Judgement(evidence(groups), merit)
 
 

@@ -25,6 +25,7 @@ from properties.conditioning.projection_conditioning import (
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Judgement, Section, by_case_kind, no_judgement
 from reports.figures import Figure, lines_figure
+from reports.merit import bounded_merit
 from reports.schema import Field, array_of, integer, number
 from reports.tables import markdown_table, number_rows, slug
 from solvers import LayerWeights
@@ -62,7 +63,7 @@ def layer_norm_evidence(ln: LayerNormConditioning) -> Evidence:
 def _layer_norm_judge(cases: list[LayerNormConditioning]) -> Judgement:
     """The slope of log L against log std as a figure of merit (within 0.05 of -1)."""
     ln = cases[0]
-    merit = {"layer_norm.slope": {"value": ln.slope, "low": -1.05, "high": -0.95}}
+    merit = {"layer_norm.slope": bounded_merit(ln.slope, -1.05, -0.95)}
     return Judgement([layer_norm_evidence(ln)], merit)
 
 

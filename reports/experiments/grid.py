@@ -25,8 +25,9 @@ from reports.experiments.base import (
     results,
 )
 from reports.figures import convergence_figure, named_figure
+from reports.merit import growth_merit, order_merit
 from reports.schema import Field, array_of, integer, one_of, orders_by
-from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
+from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
 from reports.tables import number as cell
 from solvers.space.grids import RULES
 from solvers.space.kernels import ContinuousLayer, SeriesKernel
@@ -90,7 +91,7 @@ def judge(records: list[Record[GridRun]]) -> Judgement:
         return Judgement()
     merit = {}
     for result in done:
-        merit[f"{result.rule}.finest_error"] = {"value": result.errors[-1]}
+        merit[f"{result.rule}.finest_error"] = growth_merit(result.errors[-1])
         if not result.spectral:
             merit[f"{result.rule}.order"] = order_merit(result.estimate)
     found = "; ".join(

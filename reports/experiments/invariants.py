@@ -20,6 +20,7 @@ from properties.invariants.equivariance import check_permutation_equivariance
 from properties.invariants.projections import check_relu_projection
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
+from reports.merit import bounded_merit
 from reports.problems import build_problem, problem_spec
 from reports.schema import Field, array_of, integer, precision
 from reports.tables import latex_table, markdown_table, number
@@ -92,7 +93,7 @@ def judge(records: list[Record[InvariantChecks]]) -> Judgement:
                 "their rounding tolerances",
             )
         )
-    return Judgement(evidence, {"failing": {"value": _failing(records), "low": 0, "high": 0}})
+    return Judgement(evidence, {"failing": bounded_merit(_failing(records), 0, 0)})
 
 
 def render(title: str, records: list[Record[InvariantChecks]]) -> Section:

@@ -29,6 +29,7 @@ from reports.experiments.base import (
     results,
 )
 from reports.figures import Figure, convergence_figure, lines_figure, time_step_series
+from reports.merit import exact_merit, order_merit
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, number
 from reports.tables import (
@@ -37,7 +38,6 @@ from reports.tables import (
     markdown_table,
     number_rows,
     order_cells,
-    order_merit,
     slug,
 )
 from reports.tables import number as cell
@@ -199,7 +199,9 @@ def affine_evidence(affine: LimitCheck) -> Evidence:
 def _affine_judge(checks: list[LimitCheck]) -> Judgement:
     """The limit check's verdict as a figure of merit (unchanged), and `affine_evidence`."""
     affine = checks[0]
-    return Judgement([affine_evidence(affine)], {"affine.verdict": {"value": str(affine.verdict)}})
+    return Judgement(
+        [affine_evidence(affine)], {"affine.verdict": exact_merit(str(affine.verdict))}
+    )
 
 
 def _affine_render(title: str, checks: list[LimitCheck]) -> Section:

@@ -33,13 +33,13 @@ from convergence.order import OrderVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
 from reports.experiments.network_inputs import FIELDS, Network, check_network, network_cases
+from reports.experiments.network_merit import network_merit
 from reports.figures import Figure, lines_figure
 from reports.tables import (
     ORDER_HEADERS,
     latex_table,
     markdown_table,
     order_cells,
-    order_merit,
     slug,
 )
 from reports.tables import number as cell
@@ -263,14 +263,14 @@ def _fitted(result: NetworkLimit) -> list:
 
 
 def _judge(records: list[Record[NetworkLimit]]) -> Judgement:
-    """Each fitted order of the relative distance as a figure of merit, and
+    """Every figure the section prints as a figure of merit (network_merit), and
     `network_evidence` (none when the limit check cannot decide)."""
-    done = results(records)
+    done = [r for r in records if r.ok]
     if not done:
         return Judgement()
-    result = done[0]
-    merit = {f"{lv.method}.order": order_merit(lv.order) for lv in _fitted(result)}
-    return Judgement([e for e in [network_evidence(result)] if e is not None], merit)
+    result = done[0].result
+    evidence = [e for e in [network_evidence(result)] if e is not None]
+    return Judgement(evidence, network_merit(result, done[0].label))
 
 
 def _render(title: str, records: list[Record[NetworkLimit]]) -> Section:

@@ -16,6 +16,7 @@ from convergence.rounding_by_depth import BOUND_CONSTANT, RoundingByDepth, round
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, results
 from reports.figures import named_lines_figure
+from reports.merit import bounded_merit, growth_merit
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, precision
 from reports.tables import latex_table, markdown_table, number
@@ -74,7 +75,7 @@ def _ladder_judge(records: list[Record[PrecisionLadder]]) -> Judgement:
     """Each number system's smallest error as a figure of merit, and `floor_evidence`."""
     done = results(records)
     merit = {
-        f"{name}.smallest_error": {"value": min(errors)}
+        f"{name}.smallest_error": growth_merit(min(errors))
         for result in done
         for name, errors in result.errors.items()
     }
@@ -138,11 +139,9 @@ def _depth_judge(records: list[Record[RoundingByDepth]]) -> Judgement:
     for result in results(records):
         norm = result.configuration.get("norm", "")
         for name in result.errors:
-            merit[f"{name}.{norm}.worst_over_sqrt_depth"] = {
-                "value": _worst_over_sqrt_depth(result, name),
-                "low": 0,
-                "high": BOUND_CONSTANT,
-            }
+            merit[f"{name}.{norm}.worst_over_sqrt_depth"] = bounded_merit(
+                _worst_over_sqrt_depth(result, name), 0, BOUND_CONSTANT
+            )
     return Judgement([], merit)
 
 

@@ -23,6 +23,7 @@ from properties.stability.stability_point import PointVerdict
 from reports.claims import Claim, ClaimVerdict, Evidence
 from reports.experiments.base import CaseKind, Judgement, Section, by_case_kind, no_judgement
 from reports.figures import Figure, lines_figure, map_figure
+from reports.merit import bounded_merit
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, number, one_of
 from reports.tables import markdown_table, slug
@@ -132,7 +133,7 @@ def _map_judge(maps: list[StabilityMap]) -> Judgement:
     worst = _worst_disagreement(stability)
     merit = {}
     if worst is not None:
-        merit["map.worst_disagreement"] = {"value": worst, "low": 0.0, "high": 0.2}
+        merit["map.worst_disagreement"] = bounded_merit(worst, 0.0, 0.2)
     return Judgement([map_evidence(stability)], merit)
 
 

@@ -22,9 +22,10 @@ from convergence.time_step import (
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Section, extended
 from reports.figures import convergence_figure, named_figure, time_step_series
+from reports.merit import growth_merit, order_merit
 from reports.problems import build_problem, problem_spec, with_default_problem
 from reports.schema import Field, array_of, integer, one_of, orders_by, precision
-from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, order_merit
+from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
 from reports.tables import number as cell
 from solvers import backend
 from solvers.solving import METHODS
@@ -117,8 +118,10 @@ def judge(records: list[Record[MethodRun]]) -> Judgement:
     done = [r for r in records if r.ok]
     merit = {}
     for record in done:
-        merit[f"{record.label}.order"] = order_merit(record.result.estimate)
-        merit[f"{record.label}.finest_error"] = {"value": record.result.max_abs[-1]}
+        merit[f"{record.label}.order"] = order_merit(record.result.estimate, record.label)
+        merit[f"{record.label}.finest_error"] = growth_merit(
+            record.result.max_abs[-1], record.label
+        )
     return Judgement(evidence([r.result for r in done]), merit)
 
 

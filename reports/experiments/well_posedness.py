@@ -30,6 +30,7 @@ from reports.experiments.base import (
     results,
 )
 from reports.figures import Figure, lines_figure
+from reports.merit import bounded_merit
 from reports.schema import Field, integer
 from reports.tables import latex_table, markdown_table, number, slug
 
@@ -148,8 +149,8 @@ def judge(records: list[Record[ConfiguredDependence]]) -> Judgement:
     done = results(records)
     initial, control = _ratios(done)
     merit = {
-        "max_initial_ratio": {"value": max(initial, default=0.0), "low": 0, "high": 1},
-        "max_control_ratio": {"value": max(control, default=0.0), "low": 0, "high": 1},
+        "max_initial_ratio": bounded_merit(max(initial, default=0.0), 0, 1),
+        "max_control_ratio": bounded_merit(max(control, default=0.0), 0, 1),
     }
     return Judgement([well_posedness_evidence(done)] if done else [], merit)
 

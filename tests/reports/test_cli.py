@@ -79,7 +79,9 @@ def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, c
         main(["check", "--baseline", str(baseline), str(study), "--out", str(tmp_path / "b")]) == 1
     )
     diff = capsys.readouterr().out
-    assert "orders / lie.order: verdict PASS -> FAIL" in diff and "difference(s)" in diff
+    line = next(x for x in diff.splitlines() if "lie.order" in x)
+    assert line.startswith("  orders | lie | lie.order: ") and "difference(s)" in diff
+    assert "(PASS) -> " in line and line.endswith("verdict PASS)") and "(FAIL)" in line
 
 
 @pytest.mark.parametrize("stored", ["missing", "empty", "partial"])

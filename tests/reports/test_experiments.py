@@ -12,6 +12,7 @@ import pytest
 from reports.experiments import EXPERIMENTS
 from reports.experiments.base import Judgement
 from reports.judging import judgements
+from reports.merit import rule_of, tolerance_text
 from reports.render import claims_table, render_report, sections
 from reports.runner import run_case
 from reports.study import parse_study
@@ -34,6 +35,8 @@ def tiny_records() -> Callable[[str], Records]:
 
 
 def test_every_kind_has_a_tiny_study():
+    """So every kind (those of the built-in study among them) is walked by
+    test_judge_gives_what_the_report_prints, claims by the test after it."""
     assert set(TINY) | {"claims"} == set(EXPERIMENTS)
 
 
@@ -70,7 +73,9 @@ def test_judge_gives_what_the_report_prints(kind, tiny_records):
     render itself judges nothing."""
     study, records = tiny_study(kind), tiny_records(kind)
     judged = judgements(study, records)[kind]
-    assert judged.evidence or judged.figures_of_merit
+    assert judged.figures_of_merit, f"{kind} gives a baseline nothing to keep"
+    for name, merit in judged.figures_of_merit.items():
+        assert rule_of(merit) == merit["rule"] and tolerance_text(merit), name
     experiment = EXPERIMENTS[kind]
     typed = [experiment.read(r) for r in records.values()]
     assert experiment.render(kind, typed).judgement == Judgement()
@@ -92,3 +97,5 @@ def test_the_claims_kind_runs_one_case():
     record = run_case(case)
     assert record["status"] == "ok"
     assert all(check["verdict"] == "holds" for check in record["result"]["checks"])
+    merit = judgements(study, {case.id: record})[case.experiment].figures_of_merit
+    assert merit["claims.unexpected"] == {"rule": "bounded", "value": 0, "low": 0, "high": 0}

@@ -10,7 +10,8 @@ from convergence.time_step import TimeStepStudy
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import Judgement, Section
 from reports.figures import Figure, convergence_figure, time_step_series
-from reports.tables import ORDER_HEADERS, markdown_table, order_cells, order_merit, slug
+from reports.merit import order_merit
+from reports.tables import ORDER_HEADERS, markdown_table, order_cells, slug
 from reports.tables import number as cell
 
 
