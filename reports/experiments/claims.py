@@ -86,8 +86,8 @@ def evidence(groups: dict[str, Checks]) -> list[Evidence]:
             Evidence(
                 Claim.LIE_IS_TRANSFORMER,
                 verified_or(agree, ClaimVerdict.REFUTED),
-                f"{_holds(stacks)} of {len(stacks)} stacks agree with the textbook encoder and "
-                "torch to rounding",
+                f"{_holds(stacks)} of {len(stacks)} stacks agree with "
+                f"{_compared_with(stacks)} to rounding",
             )
         )
         multi = [(c, r) for c, r in stacks if "heads=1 " not in r.label]
@@ -112,6 +112,15 @@ def evidence(groups: dict[str, Checks]) -> list[Evidence]:
             )
         )
     return found
+
+
+def _compared_with(stacks: Checks) -> str:
+    """What the stacks were compared with, naming only what ran: "the textbook encoder"
+    and, where its cases ran (torch installed), "torch"."""
+    ran = {"textbook": "the textbook encoder", "torch": "torch"}
+    return " and ".join(
+        name for key, name in ran.items() if any(f"vs {key}" in r.label for _, r in stacks)
+    )
 
 
 def _checks(records: list[Record[ExactnessResult]]) -> Checks:

@@ -27,6 +27,7 @@ from reports.experiments.claims import ExactnessResult
 from reports.experiments.limits import CLOSE_TO_LIMIT, SAME_FLOW_DISTANCE
 from reports.experiments.network_limit import CLOSE_TO_OWN_LIMIT
 from reports.runner import run_case
+from reports.study import parse_study
 from tests.reports.studies import TINY, tiny_study
 
 VERIFIED, QUALIFIED, REFUTED = ClaimVerdict
@@ -383,3 +384,22 @@ def test_a_claim_must_be_a_registered_entry():
         Evidence(Claim.LIE_FIRST_ORDER, "verified", "order 1")
     with pytest.raises(AttributeError):  # a misspelt claim fails loudly
         getattr(Claim, "LIE_FIRST_ORDRE")  # noqa: B009
+
+
+@pytest.mark.parametrize("with_torch", [True, False])
+def test_the_lie_claim_names_torch_only_when_its_cases_ran(with_torch, monkeypatch):
+    """Without torch (README command 1) the "vs torch" cases are not run, and the claim's
+    sentence does not say the stacks agree with torch (issue 43, item 3)."""
+    import reports.exactness
+
+    monkeypatch.setattr(reports.exactness, "torch_available", lambda: with_torch)
+    study = parse_study({"study": {"name": "c"}, "experiment": [{"kind": "claims"}]}, "c")
+    cases = [c for c in study.cases() if c.label.startswith("Lie dt=1") and "float64" in c.label]
+    assert any("vs torch" in c.label for c in cases) == with_torch
+    records = [EXPERIMENTS["claims"].read(run_case(c)) for c in cases]
+    [lie] = [e for e in EXPERIMENTS["claims"].judge(records).evidence
+             if e.claim == Claim.LIE_IS_TRANSFORMER]  # fmt: skip
+    named = (
+        "with the textbook encoder and torch to" if with_torch else "with the textbook encoder to"
+    )
+    assert named in lie.evidence and lie.verdict == ClaimVerdict.VERIFIED, lie.evidence

@@ -58,6 +58,7 @@ def test_bounded_growth_and_orders():
     low, high = estimate.interval
     assert kept(merit, _new(high + 0.9 * ORDER_SLACK, str(estimate.verdict)))
     assert not kept(merit, _new(high + 1.1 * ORDER_SLACK, str(estimate.verdict)))
+    assert not kept(merit, _new(low - 1.1 * ORDER_SLACK, str(estimate.verdict)))
     assert not kept(merit, _new(estimate.order, "FAIL"))
 
 
