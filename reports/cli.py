@@ -2,6 +2,7 @@
 
     tide report [STUDY ...] [--out DIR] [--jobs N | --scheduler ADDR | --dask-local N] [--resume]
     tide render [--study STUDY] --out DIR       re-render from the stored results alone
+                                                (the study they were run with by default)
     tide list                                   experiment kinds, problems keys, methods, backends
     tide baseline save DIR [STUDY] [--results DIR2]  store the figures of merit with tolerances
     tide check --baseline DIR [STUDY]           recompute and compare with a baseline
@@ -15,7 +16,8 @@ Exit codes: 0 success (a report is written whatever its verdicts say); 1 a tide-
 error (a bad study file, checked before anything runs: the message names it), a case
 that failed while running (the report is still written, with the failure under "Failed
 cases"), or `tide check` found a difference from the baseline; 2 a usage error; 130
-interrupted.
+interrupted; `render` exits 2 (one line) on results that belong to no study it can find
+rather than render empty sections over a report.
 """
 
 from __future__ import annotations
@@ -32,15 +34,20 @@ from reports.experiments import EXPERIMENTS
 from reports.problems import PROBLEM_FIELDS
 from reports.render import FILES, render_report
 from reports.runner import run_study
-from reports.store import ResultStore, stored_records
+from reports.store import ResultStore, remember_study, remembered_study, stored_records
 from reports.study import Study, default_study, load_study
 from solvers.backends import REGISTRY
 from solvers.errors import TideError
 from solvers.solving import METHODS
 
 
-def _studies(paths: list[str]) -> list[Study]:
-    return [load_study(p) for p in paths] if paths else [default_study()]
+def _studies(paths: list[str]) -> list[tuple[Study, str | None]]:
+    """Each study with the file it was read from (None: the built-in study)."""
+    return [(load_study(p), p) for p in paths] if paths else [(default_study(), None)]
+
+
+def _study(path: str | None) -> Study:
+    return load_study(path) if path else default_study()
 
 
 def _out_for(base: Path, study: Study, several: bool) -> Path:
@@ -49,8 +56,9 @@ def _out_for(base: Path, study: Study, several: bool) -> Path:
     return base / "".join(c if c.isalnum() or c in "-_" else "-" for c in study.name)
 
 
-def _run(args: argparse.Namespace, study: Study, out: Path) -> dict:
+def _run(args: argparse.Namespace, study: Study, source: str | None, out: Path) -> dict:
     store = ResultStore(out)
+    remember_study(out, study.name, source)
     records = run_study(
         study,
         store,
@@ -67,9 +75,9 @@ def _report(args: argparse.Namespace) -> int:
     base = Path(args.out)
     started = time.perf_counter()
     failed = 0
-    for study in studies:
+    for study, source in studies:
         out = _out_for(base, study, len(studies) > 1)
-        results = _run(args, study, out)
+        results = _run(args, study, source, out)
         verdicts = [c["verdict"] for c in results["claims"] if c["verdict"] != NO_EVIDENCE]
         tally = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts))) or "none"
         unjudged = len(results["claims"]) - len(verdicts)
@@ -93,11 +101,51 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    study = load_study(args.study) if args.study else default_study()
+    """Re-render the study the results belong to; refuse (exit 2) results that belong to
+    no study found, or to another study than the one given, rather than write a report
+    of empty sections over a good one."""
     records = stored_records(args.out)
+    study, refusal = _study_of_results(args.out, args.study, records)
+    if study is None:
+        print(f"tide: error: {args.out}: {refusal}", file=sys.stderr)
+        return 2
     render_report(study, records, args.out)
-    print(f"rendered {args.out} from {len(records)} stored cases", file=sys.stderr)
+    print(f"rendered {args.out} ({study.name}) from {len(records)} stored cases", file=sys.stderr)
     return 0
+
+
+def _study_of_results(
+    out: str, given: str | None, records: dict[str, dict]
+) -> tuple[Study | None, str]:
+    """The study whose report the stored `records` make (`given`, else the one they
+    remember, else the built-in study if they are its), or None and why not."""
+    remembered = remembered_study(out)
+    if given:
+        study = load_study(given)
+    elif remembered is None:  # stored before studies were recorded
+        study = default_study()
+    elif remembered["source"] is None:
+        study = default_study()
+    elif Path(remembered["source"]).is_file():
+        study = load_study(remembered["source"])
+    else:
+        return None, (
+            f"its results belong to study {remembered['name']!r}, whose file "
+            f"{remembered['source']} is gone; give it with --study"
+        )
+    experiments = {spec.name for spec in study.experiments}
+    stored = {r["experiment"] for r in records.values()}
+    if not stored & experiments:
+        return None, (
+            f"none of its {len(records)} stored cases belongs to study {study.name!r} "
+            f"(from {study.source}); give the study they were run with (--study)"
+        )
+    if remembered is not None and remembered["name"] != study.name:
+        return None, (
+            f"its results belong to study {remembered['name']!r}, not {study.name!r}; give "
+            "the study they were run with (--study)"
+        )
+    return study, ""
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -119,11 +167,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    study = load_study(args.study) if args.study else default_study()
+    study = _study(args.study)
     if args.results:
         records, source = stored_records(args.results), args.results
     else:
         source = str(Path(args.directory) / "run")
+        remember_study(source, study.name, args.study)
         records = run_study(study, ResultStore(source), jobs=args.jobs)
     path = save_baseline(study, records, args.directory, source)
     print(f"saved {path}", file=sys.stderr)
@@ -132,8 +181,9 @@ def _baseline(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline)
-    study = load_study(args.study) if args.study else default_study()
+    study = _study(args.study)
     out = Path(args.out)
+    remember_study(out, study.name, args.study)
     records = run_study(study, ResultStore(out), jobs=args.jobs, resume=args.resume)
     differences = check_against(baseline, study, records)
     if differences:
@@ -212,7 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-render a report from stored results",
         description="Write the report files again from DIR/cases/ alone (no recomputation).",
     )
-    render.add_argument("--study", metavar="STUDY", help="the study file (default: built-in)")
+    render.add_argument(
+        "--study",
+        metavar="STUDY",
+        help="the study file (default: the study the results were run with, recorded in "
+        "DIR/study.json; exit 2 when the results belong to no study found)",
+    )
     render.add_argument("--out", default="tide-report", metavar="DIR", help="the report folder")
     render.set_defaults(handler=_render)
 

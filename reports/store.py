@@ -69,6 +69,32 @@ class ResultStore:
             path.unlink()
 
 
+STUDY_FILE = "study.json"
+"""Beside cases/: which study the records belong to (its name and where its file is), so
+that `tide render` re-renders the study that was run."""
+
+
+def remember_study(directory: str | Path, name: str, source: str | None) -> None:
+    """Record that the results under `directory` belong to the study `name`, read from the
+    file `source` (None: the built-in study)."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    where = None if source is None else str(Path(source).resolve())
+    write_atomically(folder / STUDY_FILE, json.dumps({"name": name, "source": where}) + "\n")
+
+
+def remembered_study(directory: str | Path) -> dict[str, Any] | None:
+    """The study the results under `directory` belong to ({"name", "source"}), or None
+    when they were stored before studies were recorded."""
+    path = Path(directory) / STUDY_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TideError(f"{path}: unreadable study record ({exc})") from None
+
+
 def stored_records(directory: str | Path) -> dict[str, dict[str, Any]]:
     """The records stored under `directory` by `tide report --out directory`; a TideError
     naming the folder when it holds none (it is not created)."""

@@ -56,6 +56,39 @@ def test_render_needs_no_recomputation(report, capsys, monkeypatch):
     assert "rendered" in capsys.readouterr().err
 
 
+def test_render_without_study_renders_the_study_that_ran(report, capsys):
+    """Not the built-in study's empty sections over the user's report (issue 43, item 2)."""
+    _, out = report
+    before = (out / "report.md").read_text()
+    (out / "report.md").unlink()
+    assert main(["render", "--out", str(out)]) == 0
+    assert (out / "report.md").read_text() == before
+    assert "(small)" in capsys.readouterr().err
+
+
+def test_render_refuses_results_of_no_study_found(report, tmp_path, capsys):
+    study, out = report
+    copied = tmp_path / "copied"
+    shutil.copytree(out, copied)
+    before = (copied / "report.md").read_text()
+    (copied / "study.json").unlink()  # stored before studies were recorded: not the built-in's
+    assert main(["render", "--out", str(copied)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "none of its 10 stored cases belongs" in error, error
+    assert (copied / "report.md").read_text() == before  # nothing overwritten
+    other = tmp_path / "other.toml"
+    other.write_text(study.read_text().replace('name = "small"', 'name = "other"'))
+    assert main(["render", "--study", str(other), "--out", str(out)]) == 2
+    assert "belong to study 'small', not 'other'" in capsys.readouterr().err
+    moved = tmp_path / "moved.toml"
+    shutil.copy(study, moved)
+    assert main(["report", str(moved), "--out", str(tmp_path / "m"), "--resume"]) == 0
+    moved.unlink()
+    capsys.readouterr()
+    assert main(["render", "--out", str(tmp_path / "m")]) == 2
+    assert "is gone; give it with --study" in capsys.readouterr().err
+
+
 def test_baseline_passes_unchanged_and_catches_an_order_drop(report, tmp_path, capsys, monkeypatch):
     study, out = report
     baseline = tmp_path / "baseline"
