@@ -71,8 +71,15 @@ def token_mask(name: str, value: object, shape: Sequence[int]) -> np.ndarray:
     if array.shape != tuple(shape):
         wanted = "(" + ", ".join(str(s) for s in shape) + ")"
         raise InvalidInputError(f"{name} must have shape {wanted}, got {array.shape}")
-    if array.dtype.kind not in "biuf" or not np.isin(array, (0, 1)).all():
+    if array.dtype.kind not in "biuf":
         raise InvalidInputError(f"{name} must hold only 0 and 1, got {array.dtype} entries")
+    other = ~np.isin(array, (0, 1))
+    if other.any():
+        place = tuple(int(i) for i in np.argwhere(other)[0])
+        raise InvalidInputError(
+            f"{name} must hold only 0 and 1, got {array[place].item()!r} at {place} "
+            f"({int(other.sum())} such entries)"
+        )
     mask = array.astype(bool)
     empty = ~mask.any(axis=-1)
     if empty.any():

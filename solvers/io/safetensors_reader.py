@@ -61,8 +61,13 @@ def read_safetensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str,
     if len(raw) < 8:
         raise refuse("shorter than its 8-byte header length")
     size = int.from_bytes(raw[:8], "little")
-    if size > min(MAX_HEADER, len(raw) - 8):
-        raise refuse(f"a header of {size} bytes in a file of {len(raw)}")
+    if size > MAX_HEADER:
+        raise refuse(f"a header of {size} bytes (at most {MAX_HEADER})")
+    if size > len(raw) - 8:
+        raise InvalidInputError(
+            f"{path}: truncated: its header says {size} bytes, the file has {len(raw) - 8} "
+            "after the header length"
+        )
     try:
         header = json.loads(raw[8 : 8 + size].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -78,7 +83,12 @@ def read_safetensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str,
     arrays, ranges = {}, []
     for name, entry in header.items():
         dtype, shape, (begin, end) = _entry(name, entry, refuse)
-        if not 0 <= begin <= end <= len(data):
+        if 0 <= begin <= end and end > len(data):
+            raise InvalidInputError(
+                f"{path}: truncated: tensor {name!r} ends at byte {end} of the data, which has "
+                f"{len(data)}"
+            )
+        if not 0 <= begin <= end:
             raise refuse(f"tensor {name!r} lies outside the data ({begin}, {end})")
         if end - begin != math.prod(shape) * dtype.itemsize:
             raise refuse(f"tensor {name!r} has {end - begin} bytes for shape {shape}")

@@ -50,7 +50,7 @@ def _file(path, header: object, data: bytes = b"", size: int | None = None) -> N
     ("header", "data", "size", "why"),
     [
         ({}, b"", 10**9, "a header of 1000000000 bytes"),
-        ({"w": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}}, b"\0" * 8, None,
+        ({"w": {"dtype": "F64", "shape": [2], "data_offsets": [8, 0]}}, b"\0" * 8, None,
          "lies outside the data"),
         ({"w": {"dtype": "F64", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, None,
          "has 8 bytes for shape"),
@@ -74,6 +74,20 @@ def test_hostile_files_are_refused_in_one_line(tmp_path, header, data, size, why
         read_safetensors(path)
     assert why in str(refused.value) and str(path) in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("kept", [0.3, 0.9, 0.999])
+def test_a_truncated_file_is_called_truncated(tmp_path, kept):
+    """A download cut short is 'truncated', not 'not a safetensors file' (issue 43, item 9)."""
+    header = {"w": {"dtype": "F64", "shape": [64], "data_offsets": [0, 512]}}
+    whole = tmp_path / "whole.safetensors"
+    _file(whole, header, b"\0" * 512)
+    raw = whole.read_bytes()
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(raw[: max(9, int(kept * len(raw)))])
+    with pytest.raises(InvalidInputError, match="truncated") as refused:
+        read_safetensors(cut)
+    assert str(cut) in str(refused.value) and "not a safetensors" not in str(refused.value)
 
 
 def test_short_and_non_json_files(tmp_path):
