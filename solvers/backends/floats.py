@@ -320,11 +320,19 @@ def _exact_enough(x: object) -> np.longdouble:
 
 def tanh_gelu(x: np.ndarray) -> np.ndarray:
     """x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 in x's own float arithmetic, its
-    constants correctly rounded to x's format."""
+    constants correctly rounded to x's format. The cube is x x x, two roundings, as torch
+    computes it: numpy's x**3 calls the C library's pow, 47 ns an entry against 0.7 (the
+    character-level GPT-2's flow spent half its field there)."""
+    root, cubic = _tanh_gelu_constants(x.dtype)
+    return x * (1 + np.tanh(root * (x + cubic * (x * x * x)))) / 2
+
+
+@functools.cache
+def _tanh_gelu_constants(dtype: np.dtype) -> tuple[np.floating, np.floating]:
+    """sqrt(2 / pi) and 0.044715, each correctly rounded to the format `dtype`."""
     with mpmath.workdps(40):
-        root = x.dtype.type(mpmath.nstr(mpmath.sqrt(2 / mpmath.pi), 36))
-    cubic = x.dtype.type("0.044715")
-    return x * (1 + np.tanh(root * (x + cubic * x**3))) / 2
+        root = dtype.type(mpmath.nstr(mpmath.sqrt(2 / mpmath.pi), 36))
+    return root, dtype.type("0.044715")
 
 
 def _ml_finfo(dtype: np.dtype):
