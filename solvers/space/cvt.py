@@ -29,8 +29,13 @@ Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def periodic(z: np.ndarray) -> np.ndarray:
-    """The representative of z modulo 1 in [-1/2, 1/2)."""
-    return (np.asarray(z) + 0.5) % 1.0 - 0.5
+    """The representative of z modulo 1 in [-1/2, 1/2): w - floor(w) - 1/2 with w = z + 1/2,
+    bit for bit numpy's (w % 1) - 1/2 (both round the real w - floor(w) once), without the
+    C library's fmod, which made this 2.6 of the CvT flow grid's 4 seconds."""
+    shifted = np.asarray(z) + 0.5
+    shifted -= np.floor(shifted)
+    shifted -= 0.5
+    return shifted
 
 
 def gaussian_kernel(width: float) -> Kernel:
