@@ -7,10 +7,16 @@
 - `lines_figure`: quantities against depth or scale on log axes (rounding against depth,
   Lyapunov exponents, distances against weight scale).
 - `map_figure`: a heat map over two parameters (stability maps).
+
+Log axes label their ticks as matplotlib's scientific notation does, written in Unicode
+(10⁻³, 2×10⁻³) instead of mathtext: parsing mathtext took 3.6 of the 12.6 s that drawing
+the built-in study's report cost (`plain_log_label`).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,6 +58,43 @@ def named_figure(title: str, caption: str, series: Sequence, draw: Callable[[], 
     return [Figure(slug(title), caption, draw())] if series else []
 
 
+SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+"""Digits and the minus sign as Unicode superscripts (DejaVu Sans, matplotlib's font, has them)."""
+
+
+def plain_log_label(mathtext: str) -> str:
+    """The label a LogFormatterSciNotation writes in mathtext ($\\mathdefault{2\\times10^{-3}}$),
+    as plain text (2×10⁻³)."""
+    body = mathtext.removeprefix("$\\mathdefault{").removesuffix("}$")
+    body = re.sub(r"\^\{(-?\d+)\}", lambda power: power.group(1).translate(SUPERSCRIPTS), body)
+    return body.replace("\\times", "\N{MULTIPLICATION SIGN}")
+
+
+def _log_axes(axes: Any, x: bool, y: bool) -> None:
+    """Log scale on the chosen axes, their major and minor tick labels in plain text."""
+    if x:
+        axes.set_xscale("log")
+    if y:
+        axes.set_yscale("log")
+    formatter = _plain_log_formatter()
+    for axis in [a for a, chosen in ((axes.xaxis, x), (axes.yaxis, y)) if chosen]:
+        axis.set_major_formatter(formatter())
+        axis.set_minor_formatter(formatter(labelOnlyBase=False))  # as matplotlib's log scale
+
+
+@functools.cache
+def _plain_log_formatter() -> type:
+    """LogFormatterSciNotation (its choice of ticks to label) writing plain_log_label; made
+    when first drawn, as matplotlib is imported only then."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class PlainLogFormatter(LogFormatterSciNotation):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return plain_log_label(super().__call__(x, pos))
+
+    return PlainLogFormatter
+
+
 def _axes(title: str, xlabel: str, ylabel: str) -> tuple[MplFigure, Any]:
     # matplotlib is imported when a report is drawn: the study's workers never need it
     from matplotlib.figure import Figure as MplFigure
@@ -74,8 +117,7 @@ def convergence_figure(
     and 95% band; an estimate None (a spectrally converging series, which no power law
     fits) joins the points instead."""
     figure, axes = _axes(title, xlabel, "error")
-    axes.set_xscale("log")
-    axes.set_yscale("log")
+    _log_axes(axes, x=True, y=True)
     for k, (label, hs, errors, estimate) in enumerate(series):
         color = f"C{k % 10}"
         h, e = np.asarray(hs, dtype=float), np.asarray(errors, dtype=float)
@@ -118,10 +160,7 @@ def lines_figure(
 ) -> MplFigure:
     """Each series is (label, x, y), drawn as a line with markers."""
     figure, axes = _axes(title, xlabel, ylabel)
-    if logx:
-        axes.set_xscale("log")
-    if logy:
-        axes.set_yscale("log")
+    _log_axes(axes, x=logx, y=logy)
     for label, x, y in series:
         axes.plot(x, y, "o-", markersize=3, label=label)
     axes.legend(fontsize=7)
