@@ -5,15 +5,19 @@ so the three ways give identical records. Each finished case is written to the r
 store at once (atomically); with `resume` the cases already stored are skipped, so an
 interrupted run (Ctrl-C, kill -9) loses only the cases that were running; a stored case
 whose parameters or seed no longer match the study, or that failed, runs again. A case
-that raises is recorded with its error and the others go on. Workers run their linear algebra
-on one thread (threadpoolctl), so N workers use N cores. Progress (cases done, running,
-an ETA from the mean time per case so far) goes to `progress`.
+that raises is recorded with its error and the others go on. Every case runs its linear
+algebra on one thread (threadpoolctl), a serial run too, so N workers use N cores: the
+studies' matrices are small, and OpenBLAS's second thread, spinning while it waits for
+work, cost the built-in study's cases 119 s of CPU against 91 on one thread, on two cores,
+for no shorter wall time (92 s against 91). Progress (cases done, running, and the time
+left as `Eta` estimates it, knowing that cases differ) goes to `progress`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import sys
 import time
 import traceback
@@ -30,14 +34,75 @@ from reports.study import Case, Study
 from solvers.errors import InvalidInputError, TideError
 from solvers.results.provenance import versions
 
+EXPECTED_SECONDS = {
+    "claims": 0.13,
+    "conditioning": 0.01,
+    "cvt": 1.5,
+    "grid": 0.02,
+    "invariants": 0.08,
+    "layer-norm-limit": 0.65,
+    "network-limit": 9.1,
+    "precision-ladder": 1.9,
+    "rounding-depth": 0.56,
+    "splitting-table": 0.59,
+    "stability": 1.3,
+    "time-step": 0.32,
+    "transformer-limit": 0.47,
+    "vit": 0.18,
+    "well-posedness": 0.12,
+}
+"""Seconds a case of each kind takes: the mean over the built-in study's cases of that
+kind on the machine the README names (the network limits: 26 s for the ViT, 1.8 to 5.8
+for the others). What the ETA expects of a kind before its first case finishes; a kind
+missing here is expected to take their mean."""
 
-def run_case(case: Case, single_threaded: bool = False) -> dict[str, Any]:
+
+class Eta:
+    """The time left of a run: each unfinished case is expected to take the mean wall time
+    of its experiment's finished cases or, before one has finished, its kind's
+    EXPECTED_SECONDS times this run's pace (the finished cases' seconds over what their
+    kinds expected: a slower machine or a loaded one); the remaining seconds are shared
+    among the workers, but no run ends before its longest remaining case. A mean time per
+    case alone said 7 s before a case of 143 s."""
+
+    def __init__(self, cases: list[Case], workers: int) -> None:
+        self.pending = {case.id: case for case in cases}
+        self.workers = workers
+        self.taken: dict[str, list[float]] = {}
+        self.seconds_taken = 0.0
+        self.seconds_expected = 0.0
+
+    def finished(self, record: dict[str, Any]) -> None:
+        """Count a finished case (its record's id and wall time)."""
+        case = self.pending.pop(record["id"])
+        self.taken.setdefault(case.experiment, []).append(record["wall_time"])
+        self.seconds_taken += record["wall_time"]
+        self.seconds_expected += _expected(case.kind)
+
+    def seconds(self) -> float:
+        """The estimated wall time until the last pending case finishes."""
+        pace = self.seconds_taken / self.seconds_expected if self.seconds_expected > 0 else 1.0
+        left = [
+            statistics.fmean(self.taken[case.experiment])
+            if case.experiment in self.taken
+            else _expected(case.kind) * pace
+            for case in self.pending.values()
+        ]
+        return max([sum(left) / self.workers, *left], default=0.0)
+
+
+def _expected(kind: str) -> float:
+    return EXPECTED_SECONDS.get(kind, statistics.fmean(EXPECTED_SECONDS.values()))
+
+
+def run_case(case: Case) -> dict[str, Any]:
     """The record of one case: its inputs, status "ok" with the result or "error" with the
-    message (and the traceback's last lines), wall time and versions."""
+    message (and the traceback's last lines), wall time and versions. Its linear algebra
+    runs on one thread."""
     record = asdict(case) | {"versions": versions()}
     started = time.perf_counter()
     try:
-        with threadpool_limits(1 if single_threaded else None), np.errstate(all="ignore"):
+        with threadpool_limits(1), np.errstate(all="ignore"):
             experiment = EXPERIMENTS[case.kind]
             result = experiment.stored(case.params, experiment.run(case.params, case.seed))
         record |= {"status": "ok", "result": result, "error": None}
@@ -62,7 +127,7 @@ def _joblib(cases: list[Case], jobs: int) -> Iterator[dict[str, Any]]:
     from joblib import Parallel, delayed
 
     parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-    yield from parallel(delayed(run_case)(case, True) for case in cases)
+    yield from parallel(delayed(run_case)(case) for case in cases)
 
 
 @contextlib.contextmanager
@@ -97,7 +162,7 @@ def _dask(
                     f"cannot reach the Dask scheduler at {scheduler!r}: {exc}"
                 ) from None
         workers = max(1, len(client.scheduler_info()["workers"]))
-        futures = client.map(run_case, cases, single_threaded=True, pure=False)
+        futures = client.map(run_case, cases, pure=False)
         yield workers, (future.result() for future in as_completed(futures))
 
 
@@ -131,9 +196,7 @@ def run_study(
             workers, finished = jobs, _joblib(todo, jobs)
         else:
             workers, finished = 1, _serial(todo)
-        _store_as_finished(
-            study, store, finished, len(cases), len(stored), len(todo), workers, progress
-        )
+        _store_as_finished(study, store, finished, len(cases), len(stored), todo, workers, progress)
     records = store.records()
     return {case.id: records[case.id] for case in cases if case.id in records}
 
@@ -144,26 +207,26 @@ def _store_as_finished(
     finished: Iterator[dict[str, Any]],
     total: int,
     stored: int,
-    todo: int,
+    todo: list[Case],
     workers: int,
     progress: TextIO | None,
 ) -> None:
     """Write each record as it arrives, with a progress line."""
-    started = time.perf_counter()
     _say(
         progress,
         f"{study.name}: {total} cases, {stored} already stored, "
-        f"{todo} to run on {workers} worker(s)",
+        f"{len(todo)} to run on {workers} worker(s)",
     )
+    eta = Eta(todo, workers)
     for done, record in enumerate(finished, start=1):
         store.write(record)
-        elapsed = time.perf_counter() - started
-        remaining = todo - done
+        eta.finished(record)
+        remaining = len(todo) - done
         status = "ok" if record["status"] == "ok" else f"ERROR {record['error']}"
         _say(
             progress,
             f"[{stored + done}/{total}] running {min(workers, remaining)}, "
-            f"ETA {elapsed / done * remaining:.0f} s: {record['id']} {status} "
+            f"ETA {eta.seconds():.0f} s: {record['id']} {status} "
             f"({record['wall_time']:.1f} s)",
         )
 

@@ -15,9 +15,10 @@ import time
 import pytest
 
 from reports.experiments import EXPERIMENTS
-from reports.runner import run_study
+from reports.experiments.base import Case
+from reports.runner import EXPECTED_SECONDS, Eta, run_study
 from reports.store import ResultStore
-from reports.study import load_study
+from reports.study import default_study, load_study
 from solvers import InvalidInputError
 from tests.reports.studies import comparable, write_study
 
@@ -140,3 +141,48 @@ def test_resume_reruns_a_result_stored_in_an_older_shape(serial, tmp_path):
     resumed = run_study(study, store, resume=True, progress=messages)
     assert f"{len(records) - 1} already stored" in messages.getvalue()
     assert comparable(resumed) == comparable(records)
+
+
+def _cases(*kinds: tuple[str, str]) -> list[Case]:
+    """One case per (experiment, kind), numbered."""
+    return [Case(f"{e}/{n}", e, kind, str(n), {}, 0) for n, (e, kind) in enumerate(kinds)]
+
+
+def _finish(eta: Eta, case: Case, seconds: float) -> None:
+    eta.finished({"id": case.id, "wall_time": seconds})
+
+
+def test_the_eta_expects_a_long_kind_before_any_of_its_cases_ran():
+    """Ten claims cases that took twice what their kind expects, then a network: the ETA is
+    the network's expectation at the run's pace (twice), where the mean time per case so
+    far said 2 x 0.14 s."""
+    cases = _cases(*[("claims", "claims")] * 10, ("net", "network-limit"))
+    eta = Eta(cases, workers=1)
+    for case in cases[:10]:
+        _finish(eta, case, 2 * EXPECTED_SECONDS["claims"])
+    assert eta.seconds() == pytest.approx(2 * EXPECTED_SECONDS["network-limit"])
+
+
+def test_the_eta_expects_an_experiments_cases_to_take_their_finished_siblings_mean():
+    cases = _cases(("a", "cvt"), ("a", "cvt"), ("a", "cvt"), ("b", "grid"))
+    eta = Eta(cases, workers=1)
+    _finish(eta, cases[0], 3.0)
+    _finish(eta, cases[1], 1.0)
+    pace = 4.0 / (2 * EXPECTED_SECONDS["cvt"])
+    assert eta.seconds() == pytest.approx(2.0 + EXPECTED_SECONDS["grid"] * pace)
+
+
+def test_the_eta_shares_the_work_among_workers_but_waits_for_the_longest_case():
+    cases = _cases(("a", "claims"), ("b", "network-limit"), ("c", "network-limit"))
+    eta = Eta(cases, workers=4)
+    _finish(eta, cases[0], EXPECTED_SECONDS["claims"])
+    assert eta.seconds() == pytest.approx(EXPECTED_SECONDS["network-limit"])
+    claims, network = EXPECTED_SECONDS["claims"], EXPECTED_SECONDS["network-limit"]
+    two = Eta(cases, workers=2)
+    assert two.seconds() == pytest.approx((claims + 2 * network) / 2)
+    _finish(two, cases[1], 10 * network)  # the pace is now 10: the other network takes 10x
+    assert two.seconds() == pytest.approx(10 * network)
+
+
+def test_every_kind_of_the_built_in_study_has_an_expected_time():
+    assert {case.kind for case in default_study().cases()} <= set(EXPECTED_SECONDS)
