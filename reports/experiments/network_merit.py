@@ -35,15 +35,14 @@ def network_merit(result: NetworkLimit, case: str) -> dict[str, Merit]:
     def rounding(steps_per_unit: int) -> float:
         return SOLVE_ALLOWANCE * UNIT_ROUNDOFF * layers * steps_per_unit
 
+    def distance(value: float, steps_per_unit: int) -> Merit:
+        limit = 2 * result.limit_error / result.limit_size
+        why = "2 x the limit's assessed error / |U_limit| + float64 rounding of the solve"
+        return within_merit(value, limit + rounding(steps_per_unit), why, case)
+
     if result.no_limit is not None:
         merit["limit_check.verdict"] = exact_merit(str(result.no_limit.verdict), case=case)
     else:
-        limit = 2 * result.limit_error / result.limit_size
-
-        def distance(value: float, steps_per_unit: int) -> Merit:
-            why = "2 x the limit's assessed error / |U_limit| + float64 rounding of the solve"
-            return within_merit(value, limit + rounding(steps_per_unit), why, case)
-
         merit["limit_error"] = growth_merit(result.limit_error, case)
         merit["network_distance"] = distance(result.network_distance, 1)
         if result.limit_decisions_changed is not None:
