@@ -157,12 +157,20 @@ def lines_figure(
     *,
     logx: bool = True,
     logy: bool = True,
+    guides: Sequence[tuple[str, Sequence[float], Sequence[float]]] = (),
+    levels: Sequence[tuple[str, float]] = (),
 ) -> MplFigure:
-    """Each series is (label, x, y), drawn as a line with markers."""
+    """Each series is (label, x, y), drawn as a line with markers; each guide (label, x, y)
+    in its series' colour, dashed and without markers (an expected slope), and each level
+    (label, y) as a grey horizontal line (a floor, such as a reference's own error)."""
     figure, axes = _axes(title, xlabel, ylabel)
     _log_axes(axes, x=logx, y=logy)
-    for label, x, y in series:
-        axes.plot(x, y, "o-", markersize=3, label=label)
+    for k, (label, x, y) in enumerate(series):
+        axes.plot(x, y, "o-", markersize=3, color=f"C{k % 10}", label=label)
+    for k, (label, x, y) in enumerate(guides):
+        axes.plot(x, y, "--", linewidth=1, color=f"C{k % 10}", alpha=0.7, label=label)
+    for label, y in levels:
+        axes.axhline(y, color="gray", linestyle=":", linewidth=1, label=label)
     axes.legend(fontsize=7)
     return figure
 

@@ -76,7 +76,9 @@ def order_cells(estimate: OrderEstimate) -> list[str]:
     """order, 95% interval, verdict, expected, dropped levels."""
     lo, hi = estimate.interval
     interval = "-" if not math.isfinite(lo) else f"[{lo:.3f}, {hi:.3f}]"
-    dropped = ", ".join(f"{k}: {v.split(':')[0]}" for k, v in estimate.dropped.items())
+    dropped = ", ".join(
+        f"{level_name(estimate.hs[k])}: {v.split(':')[0]}" for k, v in estimate.dropped.items()
+    )
     return [
         number(estimate.order, 4),
         interval,
@@ -84,6 +86,14 @@ def order_cells(estimate: OrderEstimate) -> list[str]:
         number(estimate.expected),
         dropped or "none",
     ]
+
+
+def level_name(h: float) -> str:
+    """A level by its step: "h = 1/m" where 1/h is a whole number m, else "h = h"."""
+    m = round(1 / h)
+    if m == 1 and math.isclose(h, 1.0):
+        return "h = 1"
+    return f"h = 1/{m}" if m >= 1 and math.isclose(1 / h, m, rel_tol=1e-9) else f"h = {h:.3g}"
 
 
 ORDER_HEADERS = ["order", "95% interval", "verdict", "expected", "dropped levels"]

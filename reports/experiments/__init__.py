@@ -8,7 +8,7 @@ from reports.experiments.conditioning import CONDITIONING
 from reports.experiments.grid import GRID
 from reports.experiments.invariants import INVARIANTS
 from reports.experiments.limits import LAYER_NORM_LIMIT, TRANSFORMER_LIMIT
-from reports.experiments.network_limit import NETWORK_LIMIT
+from reports.experiments.network.experiment import NETWORK_LIMIT
 from reports.experiments.precision import PRECISION_LADDER, ROUNDING_DEPTH
 from reports.experiments.stability import STABILITY
 from reports.experiments.time_step import SPLITTING_TABLE, TIME_STEP

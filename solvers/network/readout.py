@@ -80,6 +80,22 @@ class Judged:
     def accuracy(self) -> float | None:
         return None if self.correct is None else float(np.mean(self.correct))
 
+    @property
+    def scored(self) -> int | None:
+        """How many decisions have a target (inputs, or next-token positions)."""
+        return None if self.correct is None else len(self.correct)
+
+
+@dataclass(frozen=True)
+class Margins:
+    """How far each judged decision is from a tie (flat, in the order of Judged.decisions)."""
+
+    gap: np.ndarray
+    """The leader's score minus the runner-up's (0 for a tie; inf with one class)."""
+    uncertain: np.ndarray
+    """Whether some other class could overtake the leader when every entry of the states
+    moves by at most the error given (to first order; Readout.margins)."""
+
 
 @dataclass(frozen=True)
 class Readout:
@@ -167,6 +183,63 @@ class Readout:
             chosen[real], chosen[..., :-1][judged] == ahead, _cross_entropy(before, ahead)
         )
 
+    def sensitivity(self, states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Per judged decision and class, b_v with |delta s_v| <= b_v max|delta U| to first
+        order: a bound of the scores' change when every real entry of the final states moves
+        by at most 1, shape (decisions, classes) in the order of Judged.decisions.
+
+        The norm and the first dense map W together (docs/networks.md section 7): with
+        W~ = diag(g) W, the score's gradient in a token's entries is A W~, A the norm's
+        Jacobian without its gain, so b = sum_i |(A W~)_iv| <= |W~_v - mean W~_v|_1 / sigma
+        + |c|_1 |c^T W~_v| / (d sigma^3) for a layer norm (c = V - mean V, sigma =
+        sqrt(var + eps)), |W~_v|_1 / r + |V|_1 |V^T W~_v| / (d r^3) for RMSNorm (r =
+        sqrt(mean V^2 + eps)), and |W_v|_1 without a norm. The pooling weighs each real
+        token's bound (each moves on its own); then b <- (b |W|) |act'(y)| through the rest,
+        each activation by its derivative at the point (relu's one-sided at 0)."""
+        if not self.classifies:
+            raise InvalidInputError("this readout has no classifier: no decisions to take")
+        x = np.asarray(states, dtype=np.float64)
+        real = _real(mask, x.shape[:-1])
+        bound = _first_map_sensitivity(self, x)
+        z = x
+        if self.norm is not None:
+            gain, bias, eps = self.norm
+            z = NORMS[self.norm_kind](FLOAT64, x, gain, bias, np.float64(eps))
+        if self.pool is not None:
+            bound = _pooled(bound, self.pool, real)
+            z = _pooled(z, self.pool, real)
+        for k, layer in enumerate(self.dense):
+            if k:
+                bound = bound @ np.abs(layer.weight)
+            y = z @ layer.weight + layer.bias
+            bound = bound * _slope(layer.activation, y)
+            z = layer(z)
+        return bound.reshape(-1, bound.shape[-1]) if self.pool is not None else bound[real]
+
+    def margins(
+        self, states: np.ndarray, mask: np.ndarray | None = None, error: float = 0.0
+    ) -> Margins:
+        """Each judged decision's gap and whether states wrong by up to `error` (max-abs)
+        could change it: some class c != a (a the leader) with s_a - s_c <= error (b_a + b_c),
+        b the `sensitivity` (first order in `error`)."""
+        scores = self(states, mask)
+        if self.pool is not None:
+            flat = scores.reshape(-1, scores.shape[-1])
+        else:
+            flat = scores[_real(mask, scores.shape[:-1])]
+        leader = np.argmax(flat, axis=-1)[:, None]
+        lead = np.take_along_axis(flat, leader, axis=-1)
+        others = np.ones(flat.shape, bool)
+        np.put_along_axis(others, leader, False, axis=-1)
+        gap = np.where(others, lead - flat, np.inf).min(axis=-1)
+        uncertain = np.zeros(len(flat), bool)
+        if error > 0:
+            reach = self.sensitivity(states, mask) * error
+            lead_reach = np.take_along_axis(reach, leader, axis=-1)
+            slack = np.where(others, lead - flat - (lead_reach + reach), np.inf)
+            uncertain = slack.min(axis=-1) <= 0
+        return Margins(gap, uncertain)
+
     def check_targets(self, targets: np.ndarray, batch: tuple[int, ...], name: str) -> np.ndarray:
         """`targets` checked for this readout on inputs of leading shape `batch` (B, N):
         integer class indices (B,) in range for a classifier, or token ids (B, N) below the
@@ -177,6 +250,33 @@ class Readout:
         what = "token ids" if self.next_token else "class indices"
         within = f"the readout's {self.classes} scores"
         return indices(name, targets, shape, self.classes, what, within)
+
+
+def _first_map_sensitivity(readout: Readout, x: np.ndarray) -> np.ndarray:
+    """Per token of x (..., N, d), sum_i |d (N(x) W)_v / d x_i| bounded as in
+    Readout.sensitivity: the final norm N (if any) and the first dense map W together."""
+    weight = readout.dense[0].weight
+    if readout.norm is None:
+        return np.broadcast_to(np.abs(weight).sum(axis=0), (*x.shape[:-1], weight.shape[1]))
+    gain, _, eps = readout.norm
+    scaled = np.asarray(gain, dtype=np.float64).reshape(-1, 1) * weight  # diag(g) W
+    d = x.shape[-1]
+    if readout.norm_kind == "rms":
+        centred, direct = x, np.abs(scaled).sum(axis=0)
+    else:
+        centred = x - x.mean(axis=-1, keepdims=True)
+        direct = np.abs(scaled - scaled.mean(axis=0)).sum(axis=0)
+    radius = np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps)
+    l1 = np.abs(centred).sum(axis=-1, keepdims=True)
+    return direct / radius + l1 * np.abs(centred @ scaled) / (d * radius**3)
+
+
+def _slope(activation: str, y: np.ndarray) -> np.ndarray | float:
+    """|act'(y)| at the point, for the first-order bound: 1 - tanh(y)^2 for tanh; for relu 1
+    where y >= 0 (the larger one-sided slope at 0) and 0 below; 1 without an activation."""
+    if activation == "tanh":
+        return 1.0 - np.tanh(y) ** 2
+    return (y >= 0).astype(np.float64) if activation == "relu" else 1.0
 
 
 def _real(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:

@@ -7,7 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from convergence.network_limit import ASYMPTOTIC, _method_levels, depth_change, network_limit
+from convergence.network_limit import ASYMPTOTIC, network_limit
+from convergence.network_limit.levels import Level, method_levels
+from convergence.network_limit.study import depth_change
 from convergence.order import OrderVerdict
 from solvers import InvalidInputError, LayerWeights, load_model, solve
 from solvers.network.embedding import TokenEmbedding
@@ -30,7 +32,7 @@ def test_the_network_is_its_own_first_level_and_lie_converges_at_order_one(vit):
         model, inputs, predictions, methods=["lie", "strang-rk2"], steps_per_unit=[1, 2, 4, 8]
     )
     lie, strang = result.methods
-    assert lie.decisions_changed[0] == 0 and lie.accuracy[0] == 1.0
+    assert lie.decisions_changed[0].count == 0 and lie.accuracy[0] == 1.0
     assert result.network_accuracy == 1.0 and result.no_limit is None
     for levels, order in ((lie, 1), (strang, 2)):
         rates = np.log2(np.array(levels.relative_distance[:-1]) / levels.relative_distance[1:])
@@ -94,7 +96,7 @@ def test_the_fitted_orders_are_the_estimators(vit):
         assert levels.order.interval[0] <= levels.order.order <= levels.order.interval[1]
     # a classifier without targets: decisions are compared, nothing is scored
     lie = result.methods[0]
-    assert lie.decisions_changed[0] == 0 and lie.accuracy is None and lie.loss is None
+    assert lie.decisions_changed[0].count == 0 and lie.accuracy is None and lie.loss is None
     assert result.decisions == 12 and result.targets is None
 
 
@@ -103,7 +105,7 @@ def test_a_model_without_a_readout_measures_no_decisions(rng):
     layer = dataclasses.replace(LayerWeights.random(6, 2, 12, rng), activation="gelu")
     model = Model((layer,) * 2, "pre")
     result = network_limit(model, rng.standard_normal((3, 4, 6)), steps_per_unit=[1, 2, 4])
-    assert result.decisions is None and result.limit_decisions_changed is None
+    assert result.decisions is None and result.limit_decisions is None
     assert result.smooth_twin_decisions_changed is None and result.network_loss is None
     assert all(lv.decisions_changed is None and lv.loss is None for lv in result.methods)
 
@@ -138,7 +140,7 @@ def test_an_lm_is_judged_at_every_real_position(rng):
     hits = np.mean([logits[b, x].argmax() == tokens[b, x + 1] for b, x in pairs])
     lie = result.methods[0]
     assert lie.loss[0] == pytest.approx(loss, rel=1e-13) == result.network_loss
-    assert lie.accuracy[0] == pytest.approx(hits, abs=0) and lie.decisions_changed[0] == 0
+    assert lie.accuracy[0] == pytest.approx(hits, abs=0) and lie.decisions_changed[0].count == 0
     assert len(lie.loss) == 3 and all(c is not None for c in lie.decisions_changed)
 
 
@@ -166,10 +168,14 @@ def test_levels_far_from_the_limit_are_left_out_of_the_order_fit():
     """A level more than ASYMPTOTIC from the limit (relative) is not in the range where the
     distance behaves like C dt^p; with fewer than 3 levels inside it there is no order."""
     steps = [1, 2, 4, 8, 16]
-    judged = [None] * 5
-    fitted = _method_levels("lie", steps, [0.9, 0.3, 0.05, 0.025, 0.0125], judged, None, 1e-9, 1)
+
+    def levels(distances):
+        measured = [Level(e, None, None, None, None, None) for e in distances]
+        return method_levels("lie", steps, measured, 0, expected=1.0, floor=1e-9)
+
+    fitted = levels([0.9, 0.3, 0.05, 0.025, 0.0125])
     assert fitted.order.hs == [1 / 4, 1 / 8, 1 / 16]
     assert fitted.order.order == pytest.approx(1) and fitted.order.verdict == OrderVerdict.PASS
     assert ASYMPTOTIC < 0.3
-    none = _method_levels("lie", steps, [0.9, 0.5, 0.3, 0.2, 0.05], judged, None, 1e-9, 1)
+    none = levels([0.9, 0.5, 0.3, 0.2, 0.05])
     assert none.order is None and none.relative_distance == [0.9, 0.5, 0.3, 0.2, 0.05]

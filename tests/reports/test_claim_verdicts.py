@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from convergence.network_limit.batch import Share, Spread
+from convergence.network_limit.decisions import LimitDecisions
 from convergence.order import OrderVerdict
 from properties.claim_check import CheckVerdict, ClaimCheck
 from properties.stability.stability_point import PointVerdict
@@ -25,7 +27,7 @@ from reports.experiments import EXPERIMENTS
 from reports.experiments.base import Record
 from reports.experiments.claims import ExactnessResult
 from reports.experiments.limits import CLOSE_TO_LIMIT, SAME_FLOW_DISTANCE
-from reports.experiments.network_limit import CLOSE_TO_OWN_LIMIT
+from reports.experiments.network.verdict import CLOSE_TO_OWN_LIMIT
 from reports.runner import run_case
 from reports.study import parse_study
 from tests.reports.studies import TINY, tiny_study
@@ -197,15 +199,24 @@ def _defects(defect: float, where: str = "") -> Change:
     return change
 
 
-def _with_limit(distance: float, changed: int | None, limit_error: float = 1e-9) -> Change:
+def _with_limit(
+    distance: float, changed: int | None, limit_error: float = 1e-9, uncertain: int = 0
+) -> Change:
     """A network-limit record with a limit: the network at `distance` from it, `changed`
-    decisions different there (None: not measured), the limit's own error `limit_error`
-    (states of size 1)."""
+    of 10 decisions different there (None: not measured) and `uncertain` within the
+    limit's own error `limit_error` (states of size 1)."""
+    split = None
+    if changed is not None:
+        gap = Spread(1.0, 0.1, 2.0)
+        split = LimitDecisions(
+            Share(changed, 10, 0.0, 1.0), uncertain, 10 - changed - uncertain, 1e-9, gap, 1, 1
+        )
     return lambda result: replace(
         result,
         no_limit=None,
         network_distance=distance,
-        limit_decisions_changed=changed,
+        network_spread=Spread(distance / 2, distance / 4, distance),
+        limit_decisions=split,
         limit_error=limit_error,
         limit_size=1.0,
     )
@@ -315,6 +326,8 @@ SCENARIOS = [
             (QUALIFIED, _with_limit(2 * CLOSE_TO_OWN_LIMIT, 0)),
             (QUALIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 0, CLOSE_TO_OWN_LIMIT)),
             (REFUTED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 1)),
+            # a decision the limit's error could change: not shown close, not refuted
+            (QUALIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, 0, uncertain=1)),
             # a readout that takes no decisions: the outputs alone are judged
             (VERIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, None)),
             (QUALIFIED, _with_limit(2 * CLOSE_TO_OWN_LIMIT, None)),

@@ -25,6 +25,7 @@ inputs = "inputs.npy"
 labels = "labels.npy"
 methods = ["lie", "strang-rk2"]
 steps_per_unit = [1, 2, 4, 8]
+precision = ["float32"]
 """
 
 
@@ -60,7 +61,16 @@ def test_the_baseline_keeps_every_printed_figure(saved):
             assert f"{method}.{m} per unit.loss" in figures
     assert figures["network_distance"]["rule"] == "within"
     assert 0 < figures["network_distance"]["tolerance"] < 1e-6
-    assert figures["limit.accuracy"]["rule"] == "exact"
+    uncertain = figures["limit.decisions_uncertain"]["value"]
+    assert figures["limit.decisions_changed"].get("tolerance", 0) == uncertain
+    assert figures["limit.accuracy"]["rule"] == "within"
+    assert figures["limit.accuracy"]["tolerance"] == uncertain / 10
+    for layer in (0, 1):  # which layer drives the distance
+        assert {f"layer {layer}.{f}" for f in ("defect", "carried", "share")} <= set(figures)
+    assert figures["network_distance.median"]["rule"] == "within"
+    assert figures["rounding backend('float32').relative_distance"]["rule"] == "growth"
+    assert figures["rounding backend('float32').decisions_changed"]["rule"] == "exact"
+    assert figures["lie.refined"]["value"] == 0
 
 
 def test_an_unchanged_rerun_passes(saved, capsys):

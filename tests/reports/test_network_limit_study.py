@@ -55,7 +55,7 @@ def test_a_trained_network_through_tide_report(folder):
     result = next(c for c in cases if c["kind"] == "network-limit")["result"]
     assert result["steps_per_unit"] == [1, 2, 4, 8]
     lie = next(m for m in result["methods"] if m["method"] == "lie")
-    assert lie["decisions_changed"][0] == 0 and lie["accuracy"][0] == 1.0
+    assert lie["decisions_changed"][0]["count"] == 0 and lie["accuracy"][0] == 1.0
     assert all(d > 0 for d in lie["relative_distance"][1:])
     assert result["limit_error"] < 1e-10 and len(result["depth_change"]) == 1
     figures = {p.name for p in (out / "figures").iterdir()}
@@ -114,10 +114,10 @@ def test_a_language_model_from_token_ids(tmp_path):
     assert result["decisions"] == tokens.size and result["targets"] == "next tokens"
     for method in result["methods"]:
         assert len(method["decisions_changed"]) == len(method["loss"]) == 4
-        assert all(isinstance(c, int) for c in method["decisions_changed"])
+        assert all(isinstance(c["count"], int) for c in method["decisions_changed"])
         assert method["order"]["verdict"] in {v.value for v in OrderVerdict}
     lie = result["methods"][0]
-    assert lie["decisions_changed"][0] == 0
+    assert lie["decisions_changed"][0]["count"] == 0
     assert abs(lie["loss"][0] - expected) <= 1e-10 * expected
     assert abs(lie["loss"][0] - out.loss.item()) <= 1e-6 * expected
     report = (tmp_path / "out" / "report.md").read_text()
@@ -126,13 +126,17 @@ def test_a_language_model_from_token_ids(tmp_path):
     # levels far from the limit get no order, and the section says why, in words
     record = EXPERIMENTS["network-limit"].read(results["cases"][0])
     far = dataclasses.replace(
-        record.result.methods[0], relative_distance=[0.9, 0.5, 0.3, 0.2], order=None
+        record.result.methods[0],
+        relative_distance=[0.9, 0.5, 0.3, 0.2],
+        order=None,
+        rises=[],
+        asymptotic_from=None,
     )
     moved = dataclasses.replace(record, result=dataclasses.replace(record.result, methods=[far]))
     section = EXPERIMENTS["network-limit"].render("lm", [moved]).markdown
     assert (
-        "No order for lie: 0 of its 4 levels lie within 0.1 of the limit, and a fit needs 3"
-        in section
+        "No order for lie: 0 of its 4 levels (1 to 8 steps per unit) lie within 0.1 of the "
+        "limit, and a fit needs 3 there." in section
     )
 
 
@@ -149,7 +153,7 @@ def test_a_model_without_a_readout_says_nothing_about_decisions(tmp_path):
     )
     assert main(["report", str(tmp_path / "study.toml"), "--out", str(tmp_path / "out")]) == 0
     result = json.loads((tmp_path / "out" / "results.json").read_text())["cases"][0]["result"]
-    assert result["decisions"] is None and result["limit_decisions_changed"] is None
+    assert result["decisions"] is None and result["limit_decisions"] is None
     assert result["methods"][0]["decisions_changed"] is None
     section = (tmp_path / "out" / "report.md").read_text().split("## bare")[1]
     assert "decision" not in section.lower(), section
@@ -185,3 +189,45 @@ def test_a_padded_batch_through_the_study_gives_the_librarys_decisions(tmp_path,
     assert main(["report", str(tmp_path / "study.toml"), "--out", str(tmp_path / "out")]) == 0
     result = json.loads((tmp_path / "out" / "results.json").read_text())["cases"][0]["result"]
     assert result["network_accuracy"] == 1.0 and result["real_tokens"] == lengths.sum()
+
+
+def test_the_report_says_what_rounding_layers_and_classes_measured(folder):
+    """With a precision list the section names each precision's changed decisions beside
+    the limit's, and the layers that lead the distance, each figure the one in
+    results.json; a limit whose decisions fall on one class is called a collapse."""
+    study = folder / "rounded.toml"
+    inputs = VIT_INPUTS + '\nprecision = ["float32", "bfloat16"]'
+    study.write_text(STUDY.format(study="rounded", name="vit", model="vit", inputs=inputs))
+    out = folder / "rounded"
+    assert main(["report", str(study), "--out", str(out)]) == 0
+    case = json.loads((out / "results.json").read_text())["cases"][0]
+    result = case["result"]
+    section = (out / "report.md").read_text().split("## vit")[1]
+    names = [r["precision"] for r in result["rounding"]]
+    assert names == ["backend('float32')", "backend('bfloat16')"]  # as the ladder keys them
+    changed = result["limit_decisions"]["changed"]["count"]
+    for rounded in result["rounding"]:
+        moved = rounded["decisions_changed"]
+        assert (
+            f"Rounding to {rounded['precision']} changes {moved['count']} of {moved['of']} "
+            f"decisions ({rounded['within_reach']} lie within reach of its distance from "
+            f"float64); the limit changes {changed}." in section
+        )
+    float32, bfloat16 = result["rounding"]
+    assert 0 < float32["relative_distance"] < 1e-5 < bfloat16["relative_distance"]
+    shares = [layer["share"] for layer in result["layers"]]
+    assert len(shares) == 2 and all(0 < s <= 1 + 1e-9 for s in shares)
+    top = max(range(2), key=lambda n: shares[n])
+    assert f"Which layer drives the distance: layer {top} (" in section
+    record = EXPERIMENTS["network-limit"].read(case)
+    own = record.result.network_classes
+    assert own.leader_share < 0.9  # the network's own decisions spread over the classes
+    onto = dataclasses.replace(own, top=[(7, result["decisions"])], others=0)
+    collapsed = dataclasses.replace(
+        record, result=dataclasses.replace(record.result, limit_classes=onto)
+    )
+    text = EXPERIMENTS["network-limit"].render("vit", [collapsed]).markdown
+    assert (
+        f"The limit's decisions collapse onto one class: {result['decisions']} of "
+        f"{result['decisions']} are class 7 (share 1; 0.9 or more is a collapse)" in text
+    )

@@ -4,6 +4,7 @@ fails while running still lets the report be written, and then `tide report` exi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -12,6 +13,7 @@ import pytest
 
 from convergence.network_limit import NetworkLimit
 from reports.cli import main
+from solvers.io.model_files import load_model, save_model
 from tests.hf_models import SHIPPED
 
 VIT = SHIPPED / "vit-digits"
@@ -74,11 +76,23 @@ ENCODER_STATES = np.load(SHIPPED / "max-digit-inputs.npy")[:3].astype(np.float64
             {"inputs": STATES, "steps_per_unit": [1, 2, 4, 8], "max_steps_per_unit": 4},
             "max_steps_per_unit: must be at least the finest level",
         ),
+        ({"inputs": STATES, "precision": ["float99"]}, r"precision.*float99"),
+        ({"inputs": STATES, "precision": ["float32", "float32"]}, r"precision.*float32"),
     ],
 )
 def test_what_cannot_run_is_refused_when_the_study_is_read(tmp_path, capsys, keys, message):
     err = _refused(tmp_path, capsys, model=str(VIT), **keys)
     assert re.search(message, err), err
+
+
+def test_an_input_longer_than_a_sliding_window_is_refused_at_its_key(tmp_path, capsys):
+    """The suite does not implement the window's mask: a longer input is refused, naming
+    the study key that carries it."""
+    model = load_model(SHIPPED / "char-sums-llama")
+    save_model(dataclasses.replace(model, window=8), tmp_path / "windowed.safetensors")
+    tokens = np.load(SHIPPED / "char-sums-tokens.npy")[:2]
+    err = _refused(tmp_path, capsys, model="windowed.safetensors", tokens=tokens)
+    assert re.search(r"tokens: .*sliding_window = 8 is shorter than the input's 24", err), err
 
 
 def test_a_method_the_norms_do_not_allow_is_refused(tmp_path, capsys):
@@ -92,7 +106,7 @@ def test_a_method_the_norms_do_not_allow_is_refused(tmp_path, capsys):
 def test_a_case_that_fails_while_running_still_writes_the_report(tmp_path, capsys, monkeypatch):
     """The study passes its checks; its case raises while running: the report is written
     with the failure listed, and the exit status is 1."""
-    from reports.experiments import network_limit as experiment
+    from reports.experiments.network import experiment
 
     def broken(*args, **kwargs) -> NetworkLimit:
         raise FloatingPointError("the integrator broke down (a test's stand-in)")

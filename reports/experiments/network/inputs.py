@@ -1,4 +1,4 @@
-"""The files of a "network-limit" study (reports.experiments.network_limit): its keys, and
+"""The files of a "network-limit" study (reports.experiments.network.experiment): its keys, and
 the model and arrays they name, read and checked against the model and each other when the
 study is read; a case's parameters with the files' digests.
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from reports.schema import Field, array_of, integer, one_of, reject, text
+from reports.schema import Field, array_of, integer, one_of, precision, reject, text
 from solvers import load_model
 from solvers.errors import InvalidInputError
 from solvers.network.model import Model
@@ -59,7 +59,18 @@ FIELDS = {
     "steps_per_unit": Field(
         array_of(integer(1, 100_000), minimum=4, distinct=True), [1, 2, 4, 8, 16]
     ),
-    "max_steps_per_unit": Field(integer(1, 1_000_000), None),
+    "max_steps_per_unit": Field(
+        integer(1, 1_000_000),
+        None,
+        "a budget: a method short of 3 levels within 0.1 of the limit doubles its finest "
+        "level up to here, and a network without a limit refines its check up to here",
+    ),
+    "precision": Field(
+        array_of(precision, minimum=0, distinct=True),
+        [],
+        "number systems to run the network (dt = 1) in beside float64, e.g. "
+        '["float32", "bfloat16"]',
+    ),
 }
 
 
@@ -103,7 +114,10 @@ class Network:
                 at("mask"), params["mask"], lambda a: token_mask("mask", a, states.shape[:2])
             )
         self.targets = self._targets(params, start, array, at)
-        problem = self.model.problem(states, self.mask)
+        try:
+            problem = self.model.problem(states, self.mask)
+        except InvalidInputError as exc:  # e.g. a sliding window shorter than the input
+            raise reject(at(start), f"{params[start]}: {exc}") from None
         for method in params["methods"]:
             try:
                 checked_method(problem, method)
