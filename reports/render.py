@@ -122,6 +122,9 @@ def render_report(
         for figure in section.figures:
             png = _png(figure.figure)
             (out / "figures" / f"{figure.name}.png").write_bytes(png)
+            # the PNG's draw laid the axes out; the SVG keeps that layout (a second
+            # constrained-layout pass costs as much as the drawing and moves nothing)
+            figure.figure.set_layout_engine("none")
             figure.figure.savefig(out / "figures" / f"{figure.name}.svg", format="svg")
             md.append(f"![{figure.caption}](figures/{figure.name}.png)\n\n*{figure.caption}*\n\n")
             encoded = base64.b64encode(png).decode()
