@@ -255,7 +255,7 @@ def network_limit(
         layers=(
             None
             if limit is None
-            else layer_shares(limit_problem, boundaries, limit, real, LIMIT_TOLERANCE)
+            else layer_shares(limit_problem, boundaries, limit, real)
         ),
         rounding=rounded_networks(problem, precisions, network, real, rounding_judge, reach),
         depth_change=depth_change(model.layers),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
-from scipy.special import logsumexp
 
 from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
@@ -43,18 +43,49 @@ def softmax_reach(flow: LayerFlow, n: int, t: Array, u: Array, start: Array) -> 
     masked = np.isneginf(before)
     with np.errstate(invalid="ignore"):  # -inf - -inf at masked keys
         rates = np.where(masked, 0.0, bk.to_float64(moved - scores) / delta)
-    lead = np.argmax(before, axis=-1)[..., None]
-    top = np.take_along_axis(before, lead, -1)
-    top_rate = np.take_along_axis(rates, lead, -1)
-    others = before.copy()
-    np.put_along_axis(others, lead, -np.inf, -1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pairs = np.sqrt((top - before) ** 2 + math.pi**2) / np.abs(top_rate - rates)
-        together = logsumexp(others, axis=-1, keepdims=True)
-        weights = np.exp(others - together)
-        mean_rate = np.sum(weights * rates, axis=-1, keepdims=True)
-        gap = np.maximum(0.0, top - together)
-        clusters = np.sqrt(gap**2 + math.pi**2) / np.abs(top_rate - mean_rate)
-    reach = np.concatenate([pairs[~masked], clusters.ravel()])
-    reach = reach[np.isfinite(reach)]
-    return float(reach.min()) if reach.size else math.inf
+    width = before.shape[-1]
+    return _nearest_zero(
+        np.ascontiguousarray(before).reshape(-1, width), rates.reshape(-1, width)
+    )
+
+
+@numba.njit(cache=True)
+def _nearest_zero(scores, rates):
+    """The least over rows of the pair and cluster distances of `softmax_reach` (its
+    docstring's formulas), for scores (R, M) with -inf at masked keys and their rates
+    (R, M, 0 at masked keys); inf when none is finite (NaN ones left out). One pass per row while it sits in
+    cache: numpy's array-at-a-time version made about fifteen passes over the scores
+    and cost three field evaluations."""
+    best = math.inf
+    for i in range(scores.shape[0]):
+        row, rate = scores[i], rates[i]
+        lead, second = 0, -math.inf  # the leading key, and the largest score of the others
+        for j in range(1, row.shape[0]):
+            if row[j] > row[lead]:
+                lead, second = j, max(second, row[lead])
+            else:
+                second = max(second, row[j])
+        top, top_rate = row[lead], rate[lead]
+        if second == -math.inf:
+            continue  # one key not masked, or none: no zero to reach
+        total, weighted = 0.0, 0.0  # sum exp(s_j - second), and times the rates
+        for j in range(row.shape[0]):
+            if j == lead:
+                continue
+            apart = abs(top_rate - rate[j])
+            if row[j] > -math.inf and apart > 0:
+                best = _least(best, math.sqrt((top - row[j]) ** 2 + math.pi**2) / apart)
+            weight = math.exp(row[j] - second)
+            total += weight
+            weighted += weight * rate[j]
+        apart = abs(top_rate - weighted / total)
+        if apart > 0:
+            gap = max(0.0, top - (second + math.log(total)))
+            best = _least(best, math.sqrt(gap**2 + math.pi**2) / apart)
+    return best
+
+
+@numba.njit(cache=True, inline="always")
+def _least(best, value):
+    """min(best, value), a NaN value (a NaN score or rate) left out."""
+    return value if value < best else best
