@@ -35,24 +35,24 @@ from solvers.errors import InvalidInputError, TideError
 from solvers.results.provenance import versions
 
 EXPECTED_SECONDS = {
-    "claims": 0.13,
+    "claims": 0.17,
     "conditioning": 0.01,
-    "cvt": 1.5,
+    "cvt": 1.2,
     "grid": 0.02,
-    "invariants": 0.08,
-    "layer-norm-limit": 0.65,
-    "network-limit": 9.1,
-    "precision-ladder": 1.9,
-    "rounding-depth": 0.56,
-    "splitting-table": 0.59,
-    "stability": 1.3,
-    "time-step": 0.32,
-    "transformer-limit": 0.47,
-    "vit": 0.18,
-    "well-posedness": 0.12,
+    "invariants": 0.1,
+    "layer-norm-limit": 1.1,
+    "network-limit": 6.0,
+    "precision-ladder": 2.5,
+    "rounding-depth": 1.2,
+    "splitting-table": 0.79,
+    "stability": 1.6,
+    "time-step": 0.41,
+    "transformer-limit": 0.6,
+    "vit": 0.2,
+    "well-posedness": 0.16,
 }
 """Seconds a case of each kind takes: the mean over the built-in study's cases of that
-kind on the machine the README names (the network limits: 26 s for the ViT, 1.8 to 5.8
+kind on the machine the README names (the network limits: 14 s for the ViT, 1.7 to 6.0
 for the others). What the ETA expects of a kind before its first case finishes; a kind
 missing here is expected to take their mean."""
 
