@@ -75,7 +75,7 @@ def lie_limit(problem: Problem) -> Problem:
     (docs/limits.md sections 2 and 3). Pre-LN and no norm: the problem itself (eps only
     changes a smooth field).
     """
-    if problem.norm != "post":
+    if not problem.norm.constrained:
         return problem
     if not isinstance(problem.controls, PiecewiseControls):
         raise InvalidInputError(
@@ -123,7 +123,7 @@ def eps_limit_study(
     `problem` is post-LN with scalar norms; its own eps is replaced by each value.
     Both flows come from the extrapolation reference at `reference_steps` per unit.
     """
-    if problem.norm != "post":
+    if not problem.norm.constrained:
         raise InvalidInputError(f"eps studies are for post-LN problems, got norm {problem.norm!r}")
     eps_values = [float(e) for e in eps_values]
     if len(eps_values) < 3 or not all(math.isfinite(e) and e > 0 for e in eps_values):

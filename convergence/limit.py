@@ -173,7 +173,7 @@ def limit_check(
         cauchy_differences=differences,
         spread=[level.spread for level in levels],
         clusters=[level.clusters for level in levels],
-        fixed_point_defect=None if problem.norm != "post" else [lv.defect for lv in levels],
+        fixed_point_defect=None if not problem.norm.constrained else [lv.defect for lv in levels],
         sensitivity=[level.sensitivity for level in levels],
         estimate=estimate,
         verdict=verdict,
@@ -211,7 +211,7 @@ class _Level:
                 else float(np.abs(bk.to_float64(run - before[-1].run))[real].max())
             )
             sensitivity = float(np.abs(bk.to_float64(moved - run))[real].max()) / size
-            defect = _fixed_point_defect(problem, bk, run) if problem.norm == "post" else None
+            defect = _fixed_point_defect(problem, bk, run) if problem.norm.constrained else None
         return cls(
             m,
             run,

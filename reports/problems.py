@@ -28,7 +28,7 @@ import numpy as np
 from reports.schema import Field, array_of, boolean, integer, number, one_of, reject, table
 from solvers import LayerWeights, PiecewiseControls, Problem
 from solvers.equation.manufactured import ManufacturedSolution
-from solvers.equation.operators import LAYER_NORMS
+from solvers.equation.norms import Placement
 from solvers.equation.weights import ACTIVATIONS
 
 PROBLEM_FIELDS = {
@@ -37,7 +37,7 @@ PROBLEM_FIELDS = {
     "heads": Field(integer(1, 64), 2, "attention heads (must divide d)"),
     "d_ff": Field(integer(1, 4096), 8, "hidden width of the FFN"),
     "layers": Field(integer(1, 256), 2, "layers: the horizon T"),
-    "norm": Field(one_of(LAYER_NORMS), "post"),
+    "norm": Field(one_of(tuple(p.value for p in Placement)), "post"),
     "weight_scale": Field(number(positive=True), 0.7),
     "relu_shift": Field(number(), 0.0),
     "eps": Field(number(low=0.0), 0.0),
@@ -64,7 +64,7 @@ def problem_spec(value: Any, where: str) -> dict[str, Any]:
     if spec["manufactured"]:
         if spec["d"] < 3:
             raise reject(f"{where}.d", "must be >= 3 for a manufactured solution on S1")
-        if spec["norm"] == "post" and (spec["eps"] or spec["affine"]):
+        if Placement(spec["norm"]).constrained and (spec["eps"] or spec["affine"]):
             raise reject(
                 f"{where}.manufactured",
                 "a post-LN manufactured solution needs projections (eps = 0, affine = false)",

@@ -29,7 +29,7 @@ def dop853_layer(flow: LayerFlow, n: int, u: np.ndarray, rtol: float, dense: boo
 def dop853_final_state(problem: Problem, rtol: float) -> np.ndarray:
     """The state at t_final of a problem without norm projections (pre-LN or none), by
     DOP853 at rtol = atol = `rtol`, layer by layer on the field with its activation."""
-    if problem.norm == "post" or problem.t_final != int(problem.t_final):
+    if problem.norm.constrained or problem.t_final != int(problem.t_final):
         raise ValueError("whole layers without the post-LN projections only")
     flow = LayerFlow.from_problem(problem, backend("float64"))
     u = np.array(problem.u0, dtype=np.float64)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from solvers.equation.norms import KINDS, Placement
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("solvers", "convergence", "properties", "reports")
 ALLOWED = {
@@ -197,6 +199,82 @@ def test_nothing_outside_the_backends_asks_which_backend_it_runs_in():
 )
 def test_the_backend_rule_catches_a_question(line):
     assert backend_questions({"properties.example": line}, {}) == [f"properties.example: {line}"]
+
+
+NORM_MODULES = "solvers.equation.norms"
+NORM_NAMES = frozenset([*(p.value for p in Placement), *KINDS])
+"""The names of the norm placements and kinds: what code outside solvers/equation/norms/
+must not compare a norm with."""
+
+
+def _names_a_norm(node: ast.AST) -> bool:
+    return any(word in ast.unparse(node) for word in ("norm", "placement"))
+
+
+def _norm_names_in(node: ast.AST) -> list[str]:
+    """The norm names a comparison operand holds: a string, or a tuple, list or set of them."""
+    parts = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [
+        p.value
+        for p in parts
+        if isinstance(p, ast.Constant) and isinstance(p.value, str) and p.value in NORM_NAMES
+    ]
+
+
+def norm_comparisons(sources: dict[str, str]) -> list[str]:
+    """Comparisons of a norm placement or kind with its name outside the norms package (an
+    operand that names a norm against a string that is a placement's or a kind's name, or a
+    collection of them), and tables keyed by those names: code asks the objects of
+    solvers.equation.norms instead (docs/architecture.md section 4)."""
+    found = []
+    for name, text in sources.items():
+        if name.startswith(NORM_MODULES):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                named = [o for o in operands if _names_a_norm(o) and not _norm_names_in(o)]
+                if named and any(_norm_names_in(o) for o in operands):
+                    found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Dict) and len(node.keys) > 1:
+                keys = [k for k in node.keys if k is not None]
+                if len(_norm_names_in(ast.Tuple(elts=keys))) == len(node.keys):
+                    found.append(f"{name}:{node.lineno}: a table keyed by norm names")
+    return found
+
+
+def _norm_sources() -> dict[str, str]:
+    paths = {name: path for name, path in MODULES.items()}
+    for folder in ("studies", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            paths[".".join(path.relative_to(ROOT).with_suffix("").parts)] = path
+    return {name: path.read_text() for name, path in paths.items()}
+
+
+def test_nothing_outside_the_norms_compares_a_norm_with_its_name():
+    assert not norm_comparisons(_norm_sources())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'if problem.norm == "post": pass',
+        'if layer.norm_kind != "rms": pass',
+        'if norm in ("pre", "none"): pass',
+        'ok = "layer" == readout.norm_kind',
+        'SCALES = {"post": 1, "pre": 2, "none": 3}',
+    ],
+)
+def test_the_norm_rule_catches_a_comparison(line):
+    assert len(norm_comparisons({"properties.example": line})) == 1
+
+
+def test_the_norm_rule_lets_other_strings_and_the_norms_package_be():
+    allowed = {
+        "properties.example": 'if layer.activation == "none": pass\nif norm.constrained: pass',
+        "solvers.equation.norms.placement": 'if norm == "post": pass',
+    }
+    assert norm_comparisons(allowed) == []
 
 
 def test_folders_hold_at_most_fifteen_modules():

@@ -13,8 +13,8 @@ is layer n's one-layer defect Lie_n(U_n) - Phi_n(U_n), carried to the final time
 later layers' flow. Its share of the final distance is max |V_{n+1} - V_n| /
 max |U_L - U_limit| (maxima over the real tokens; the terms add up as arrays, so shares
 in the max norm need not sum to 1). V_n for n >= 1 is the error-controlled reference
-from U_n at SHARE_TOLERANCE (unassessed: its carried estimate is its error), and Phi_n(U_n) is its first
-layer boundary.
+from U_n at SHARE_TOLERANCE (unassessed: its carried estimate is its error), and
+Phi_n(U_n) is its first layer boundary.
 """
 
 from __future__ import annotations

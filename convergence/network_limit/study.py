@@ -252,11 +252,7 @@ def network_limit(
         scored=None if own is None else own.scored,
         targets=None if targets is None else ("next tokens" if readout.next_token else "labels"),
         no_limit=no_limit,
-        layers=(
-            None
-            if limit is None
-            else layer_shares(limit_problem, boundaries, limit, real)
-        ),
+        layers=(None if limit is None else layer_shares(limit_problem, boundaries, limit, real)),
         rounding=rounded_networks(problem, precisions, network, real, rounding_judge, reach),
         depth_change=depth_change(model.layers),
         smooth_twin_distance=float(np.abs(network - twin)[real].max() / np.abs(twin[real]).max()),

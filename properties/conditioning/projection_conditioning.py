@@ -15,7 +15,7 @@ from properties.check_inputs import checked_confidence
 from properties.claim_check import CheckVerdict
 from solvers import backend
 from solvers.backends import Backend
-from solvers.equation.operators import project_to_s1
+from solvers.equation.norms import project_to_s1
 from solvers.errors import InvalidInputError
 from solvers.results.allowances import projection_allowance
 from solvers.results.line_fit import Fit, fit_line

@@ -15,7 +15,8 @@ from solvers import LayerWeights, Problem, backend
 from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
 from solvers.equation.jacobian import jacobian, relative_step
-from solvers.equation.operators import attention, feed_forward, layer_norm
+from solvers.equation.norms import Placement, as_placement, layer_norm
+from solvers.equation.operators import attention, feed_forward
 from solvers.integrators.tableaux import stage_growth
 from solvers.methods.driver import integrate
 from solvers.methods.stepping import Step
@@ -157,12 +158,18 @@ def norm_rounding(
 
 
 def lie_layer_rounding_bound(
-    u: np.ndarray, layer: LayerWeights, norm: str, dt: float, bias: np.ndarray | None, unit: float
+    u: np.ndarray,
+    layer: LayerWeights,
+    norm: Placement | str,
+    dt: float,
+    bias: np.ndarray | None,
+    unit: float,
 ) -> float:
     """Largest row 2-norm of the rounding error of one Lie layer: the local bounds carried
     through the sub-steps, each multiplying the error so far by its Lipschitz bound
     (docs/rounding.md section 4)."""
     layer.refuse_decoder_parts("the rounding bounds (docs/rounding.md)")
+    norm = as_placement(norm)
     bk64 = backend("float64")
     w = layer.on(bk64)
     eps = layer.eps
@@ -174,7 +181,7 @@ def lie_layer_rounding_bound(
         return layer_norm(bk64, x, *which, eps)
 
     # attention sub-step
-    if norm == "pre":
+    if norm.normalises_inputs:
         error_in, lipschitz, _ = norm_rounding(u, *layer.norm1, eps, unit)
         z = ln(u, layer.norm1)
         a = dt * attention(bk64, z, w, bias)
@@ -190,12 +197,12 @@ def lie_layer_rounding_bound(
         error = dt * row_norms(attention_rounding_bound(u, layer, bias, unit)) + unit * (
             row_norms(a) + row_norms(u1)
         )
-        if norm == "post":
+        if norm.constrained:
             rounding, lipschitz, _ = norm_rounding(u1, *layer.norm1, eps, unit)
             error = lipschitz * error + rounding
             u1 = ln(u1, layer.norm1)
     # feed-forward sub-step
-    if norm == "pre":
+    if norm.normalises_inputs:
         rounding, lipschitz, _ = norm_rounding(u1, *layer.norm2, eps, unit)
         z = ln(u1, layer.norm2)
         f = dt * feed_forward(bk64, z, w)
@@ -207,7 +214,7 @@ def lie_layer_rounding_bound(
     u2 = u1 + f
     error = error + dt * row_norms(feed_forward_rounding_bound(z, layer, unit))
     error = error + unit * (row_norms(f) + row_norms(u2))
-    if norm == "post":
+    if norm.constrained:
         rounding, lipschitz, _ = norm_rounding(u2, *layer.norm2, eps, unit)
         error = lipschitz * error + rounding
     return float(np.max(error))
@@ -223,7 +230,7 @@ class ProjectionRecordingFlow(LayerFlow):
     last_rounding = 0.0
 
     def project(self, n: int, t: Array, u: Array, which: int = 2) -> Array:
-        if self.norm == "post":
+        if self.norm.constrained:
             layer = self.layer(n, t)
             gain, bias = layer.norm1 if which == 1 else layer.norm2
             rounding, _, kappa = norm_rounding(
@@ -253,7 +260,7 @@ def solve_rounding_bound(
         layer.activation_lipschitz * np.linalg.norm(layer.w1, 2) * np.linalg.norm(layer.w2, 2)
     )
     local, jacobians = [], []
-    if method.enters_constraint_set and problem.norm == "post":
+    if method.enters_constraint_set and problem.norm.constrained:
         method.enter(flow, 0, problem.initial_state(bk64))  # records its rounding
         local.append(flow.last_rounding)
         jacobians.append(np.eye(size))
@@ -264,7 +271,7 @@ def solve_rounding_bound(
 
     def field_rounding(u: np.ndarray, g_norm: float) -> float:
         """The 2-norm rounding bound of the field evaluation at u (eps_G)."""
-        if problem.norm == "pre":
+        if problem.norm.normalises_inputs:
             w1 = norm_rounding(u, *layer.norm1, layer.eps, unit)[0]
             w2 = norm_rounding(u, *layer.norm2, layer.eps, unit)[0]
             z1 = layer_norm(bk64, u, *layer.norm1, layer.eps)
@@ -281,14 +288,14 @@ def solve_rounding_bound(
                 np.linalg.norm(feed_forward_rounding_bound(u, layer, unit))
             )
         error += unit * g_norm
-        if method.field.tangent and problem.norm == "post":
+        if method.field.tangent and problem.norm.constrained:
             kappa = float(np.max(np.max(np.abs(u), -1) / np.std(u, axis=-1)))
             error += 3 * (u.shape[-1] + 2 + kappa) * unit * g_norm
         return error
 
     def record(step: Step) -> None:
         """delta_j of the committed step, and the Jacobian of its step map at `before`."""
-        projected = flow.last_rounding if problem.norm == "post" else 0.0  # before replays
+        projected = flow.last_rounding if problem.norm.constrained else 0.0  # before replays
         u, t, h = step.before, step.t, float(step.h)
         g_norm = float(np.linalg.norm(field(u, t)))
         difference = relative_step(bk64, u, JACOBIAN_STEP)

@@ -15,7 +15,7 @@ import numpy as np
 from properties.claim_check import ClaimCheck, largest_magnitude
 from solvers import backend
 from solvers.backends import Array, Backend
-from solvers.equation.operators import layer_norm, project_to_s1
+from solvers.equation.norms import layer_norm, project_to_s1
 from solvers.errors import InvalidInputError
 from solvers.results.allowances import projection_allowance
 from solvers.validation import finite_array

@@ -16,6 +16,7 @@ import numpy as np
 
 from solvers import backend
 from solvers.backends import Array, Backend
+from solvers.equation.norms import Placement, as_placement
 from solvers.equation.weights import LayerWeights
 
 
@@ -68,11 +69,12 @@ def standard_encoder(
     for n, layer in enumerate(layers):
         layer.refuse_decoder_parts(f"layer {n}: the textbook encoder")
     bk = backend(precision)
+    norm = as_placement(norm)
     return bk.certify(lambda working: _encode(working, layers, u0, norm, causal))
 
 
 def _encode(
-    bk: Backend, layers: Sequence[LayerWeights], u0: np.ndarray, norm: str, causal: bool
+    bk: Backend, layers: Sequence[LayerWeights], u0: np.ndarray, norm: Placement, causal: bool
 ) -> Array:
     x = bk.asarray(u0)
     tokens = x.shape[-2]
@@ -93,9 +95,9 @@ def _encode(
             ),
         )
         for block, ln in blocks:
-            if norm == "post":
+            if norm.constrained:
                 x = _layer_norm(bk, x + block(x), ln, w["eps"])
-            elif norm == "pre":
+            elif norm.normalises_inputs:
                 x = x + block(_layer_norm(bk, x, ln, w["eps"]))
             else:
                 x = x + block(x)

@@ -40,7 +40,7 @@ def check_flow_stays_on_s1(
     """
     if not isinstance(problem, Problem):
         raise InvalidInputError(f"problem must be a Problem, got {type(problem).__name__}")
-    if problem.norm != "post":
+    if not problem.norm.constrained:
         raise InvalidInputError(
             f"the flow stays on S1 only with post-LN; problem.norm is {problem.norm!r}"
         )

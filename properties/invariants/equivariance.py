@@ -20,7 +20,8 @@ from properties.conditioning.rounding_bounds import (
 )
 from solvers import LayerWeights, backend, solve
 from solvers.backends import Array, Backend
-from solvers.equation.operators import LAYER_NORMS, attention, feed_forward, layer_norm
+from solvers.equation.norms import as_placement, layer_norm
+from solvers.equation.operators import attention, feed_forward
 from solvers.errors import InvalidInputError
 from solvers.methods.transformer_layer import lie_step
 from solvers.methods.unsplit import Unsplit
@@ -76,7 +77,7 @@ def check_permutation_equivariance(
         raise InvalidInputError(
             f"permutation must reorder range({tokens}) (the tokens), got {list(permutation)!r}"
         )
-    choice("norm", norm, LAYER_NORMS)
+    norm = as_placement(norm)
     dt = float(finite_array("dt", dt, ()))
     if dt <= 0:
         raise InvalidInputError(f"dt must be > 0, got {dt!r}")
@@ -133,10 +134,10 @@ def check_permutation_equivariance(
                     "max |F(U[pi]) - F(U)[pi]| / max |F(U)|",
                 )
             elif name == "layer_norm":
-                if layer.norm_kind != "layer":
+                if layer.norm_kind.extension:
                     raise InvalidInputError(
                         "the layer-norm equivariance check is for layer norms; this layer has "
-                        "RMSNorm"
+                        f"{layer.norm_kind.title}"
                     )
                 rounding, _, _ = norm_rounding(u, *layer.norm1, layer.eps, unit)
                 compare(

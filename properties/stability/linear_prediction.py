@@ -16,7 +16,7 @@ from solvers import Problem
 from solvers.backends import Array, Backend
 from solvers.equation.flow import LayerFlow
 from solvers.equation.jacobian import jacobian
-from solvers.equation.operators import tangent_projection
+from solvers.equation.norms import tangent_projection
 from solvers.integrators.tableaux import EULER, Tableau, ray_boundary, stability_function
 from solvers.methods.driver import layer_lengths
 from solvers.methods.splitting import LIE
@@ -76,7 +76,7 @@ def field_spectrum(flow: LayerFlow, n: int, t: Fraction, u: Array, step: float) 
             return flow.field(n, time_point, batch)
 
         matrix = bk.to_float64(jacobian(bk, field_of, u, step))
-        if flow.norm != "post":
+        if not flow.norm.constrained:
             return np.linalg.eigvals(matrix)
         size = matrix.shape[0]
         unit = bk.asarray(np.eye(size).reshape(size, *u.shape))

@@ -20,10 +20,10 @@ from properties.well_posedness.continuous_dependence import (
     continuous_dependence,
 )
 from solvers import LayerWeights, PiecewiseControls, Problem
-from solvers.equation.operators import LAYER_NORMS
+from solvers.equation.norms import Placement, as_placement
 from solvers.errors import InvalidInputError
 from solvers.results.provenance import Provenance, timed
-from solvers.validation import choice, positive_int, positive_number
+from solvers.validation import positive_int, positive_number
 
 PROBLEM_STREAM = 7919
 """Entropy prefix of the sweep problems' generator, so that they never share the random
@@ -40,7 +40,7 @@ class Configuration:
     heads: int
     d_ff: int
     layers: int
-    norm: str
+    norm: Placement | str
     weight_scale: float
     input_scale: float = 1.0
     seed: int = 0
@@ -48,7 +48,7 @@ class Configuration:
     def __post_init__(self) -> None:
         for name in ("d", "tokens", "heads", "d_ff", "layers"):
             positive_int(name, getattr(self, name))
-        choice("norm", self.norm, LAYER_NORMS)
+        object.__setattr__(self, "norm", as_placement(self.norm))
         positive_number("weight_scale", self.weight_scale)
         positive_number("input_scale", self.input_scale)
         if self.d % self.heads:
@@ -65,7 +65,11 @@ class Configuration:
         return Problem(u0, PiecewiseControls(layers), float(self.layers), norm=self.norm)
 
 
-SWEEP_SCALES = {"post": (0.25, 0.5), "pre": (0.1, 0.25), "none": (0.1, 0.25)}
+SWEEP_SCALES = {
+    Placement.POST: (0.25, 0.5),
+    Placement.PRE: (0.1, 0.25),
+    Placement.NONE: (0.1, 0.25),
+}
 """Weight scales of the default sweep per norm placement: larger ones make the bounds
 astronomically loose or infinite (docs/well-posedness.md section 3)."""
 
@@ -78,10 +82,10 @@ DEFAULT_CONFIGURATIONS = tuple(
         layers=layers,
         norm=norm,
         weight_scale=SWEEP_SCALES[norm][scale],
-        input_scale=5.0 if norm == "pre" else 1.0,
+        input_scale=5.0 if norm.normalises_inputs else 1.0,
         seed=k,
     )
-    for k, (norm, d, scale, layers) in enumerate(product(LAYER_NORMS, (4, 8), (0, 1), (1, 2)))
+    for k, (norm, d, scale, layers) in enumerate(product(Placement, (4, 8), (0, 1), (1, 2)))
 )
 """24 seeded configurations: every norm placement, d in {4, 8}, 3 to 7 tokens, 1 or 2
 heads, 1 or 2 layers, two weight scales each (SWEEP_SCALES); pre-LN inputs of scale 5

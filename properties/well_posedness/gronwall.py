@@ -105,7 +105,7 @@ def checked_problem(problem: object) -> Problem:
             "well-posedness bounds are derived for the uniform feature grid without forcing "
             "or token maps: feature_weights, manufactured and token_maps must be None"
         )
-    if problem.norm == "post":
+    if problem.norm.constrained:
         for n, layer in enumerate(problem.controls.layers):
             gain, bias = layer.norm1
             same = all(np.array_equal(a, b) for a, b in zip(layer.norm1, layer.norm2, strict=True))
@@ -284,7 +284,7 @@ def gronwall_bound(
     u0, layers = problem.u0, problem.controls.layers
     shape = _Shape(*u0.shape, problem.causal or problem.token_weights is not None, pieces)
     lengths = [float(length) for length in layer_lengths(problem.t_final)]
-    if problem.norm == "post":
+    if problem.norm.constrained:
         starts = _post_start_factors(problem, eps_u)
     else:
         starts = [1.0] * len(lengths)
@@ -295,9 +295,9 @@ def gronwall_bound(
     for n, length in enumerate(lengths):
         layer, dt = layers[n], length / pieces
         norms = WeightNorms(layer, eps_theta)
-        if problem.norm == "post":
+        if problem.norm.constrained:
             sequence = _post_pieces(norms, layer, shape)
-        elif problem.norm == "pre":
+        elif problem.norm.normalises_inputs:
             sequence, spread = _pre_pieces(norms, layer, shape, dt, spread)
         else:
             sequence, radius = _none_pieces(norms, shape, dt, radius)
@@ -318,7 +318,7 @@ def gronwall_bound(
         t_final=problem.t_final,
         initial_radius=eps_u,
         control_radius=eps_theta,
-        initial_projection=starts[0] if problem.norm == "post" else 1.0,
+        initial_projection=starts[0] if problem.norm.constrained else 1.0,
         layers=figures,
         initial_data=initial_bound,
         controls=math.sqrt(sum(c * c for c in contributions)),

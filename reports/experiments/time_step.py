@@ -28,6 +28,7 @@ from reports.schema import Field, array_of, integer, one_of, orders_by, precisio
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
 from reports.tables import number as cell
 from solvers import backend
+from solvers.equation.norms import Placement
 from solvers.solving import METHODS
 
 METHOD_NAMES = tuple(METHODS)
@@ -49,7 +50,7 @@ def _cases(params: dict[str, Any], methods: tuple[str, ...] | list[str]) -> list
     cases = []
     for method in methods:
         expected = params["expected"].get(method)
-        if expected is None and params["problem"]["norm"] == "post":
+        if expected is None and Placement(params["problem"]["norm"]).constrained:
             expected = float(METHODS[method].order)
         case = {k: v for k, v in params.items() if k not in ("methods", "expected")}
         cases.append((method, case | {"method": method, "expected": expected}))

@@ -52,6 +52,7 @@ class ArbBackend(Backend):
         self._sqrt = np.frompyfunc(flint.arb.sqrt, 1, 1)
         self._cos = np.frompyfunc(flint.arb.cos, 1, 1)
         self._sin = np.frompyfunc(flint.arb.sin, 1, 1)
+        self._tanh = np.frompyfunc(flint.arb.tanh, 1, 1)
         self._relu = np.frompyfunc(flint.arb.nonnegative_part, 1, 1)
         self._erf = np.frompyfunc(flint.arb.erf, 1, 1)
         self._gelu_tanh = np.frompyfunc(_gelu_tanh, 1, 1)
@@ -204,6 +205,9 @@ class ArbBackend(Backend):
 
     def sin(self, a: Array) -> Array:
         return np.asarray(self._sin(a), dtype=object)
+
+    def tanh(self, a: Array) -> Array:
+        return np.asarray(self._tanh(a), dtype=object)
 
     def pi(self) -> Array:
         with self.active():

@@ -165,6 +165,10 @@ class Backend(ABC):
         """Elementwise sine."""
 
     @abstractmethod
+    def tanh(self, a: Array) -> Array:
+        """Elementwise hyperbolic tangent (the DyT norm's, docs/model.md section 8)."""
+
+    @abstractmethod
     def pi(self) -> Array:
         """pi in this number system."""
 

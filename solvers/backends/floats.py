@@ -144,6 +144,10 @@ class NativeFloatBackend(Backend):
     def sin(self, a: Array) -> Array:
         return np.sin(a)
 
+    def tanh(self, a: Array) -> Array:
+        """Evaluated in float64 (the C library's tanh) and rounded to the format."""
+        return np.tanh(np.asarray(a, dtype=np.float64)).astype(self.dtype)
+
     def pi(self) -> Array:
         return self.asarray(np.pi)
 

@@ -38,6 +38,10 @@ class LongDoubleBackend(NativeFloatBackend):
         with np.errstate(over="ignore"):
             return x / (1 + np.exp(-x))
 
+    def tanh(self, a: Array) -> Array:
+        """The C library's tanhl in long double."""
+        return np.tanh(np.asarray(a, dtype=self.dtype))
+
     def gelu_tanh(self, a: Array) -> Array:
         return tanh_gelu(np.asarray(a, dtype=self.dtype))
 

@@ -42,6 +42,7 @@ class MpmathBackend(Backend):
         self._sqrt = np.frompyfunc(ctx.sqrt, 1, 1)
         self._cos = np.frompyfunc(ctx.cos, 1, 1)
         self._sin = np.frompyfunc(ctx.sin, 1, 1)
+        self._tanh = np.frompyfunc(ctx.tanh, 1, 1)
         self._relu = np.frompyfunc(lambda x: x if x > 0 else ctx.zero, 1, 1)
         root2 = ctx.sqrt(2)
         self._gelu = np.frompyfunc(lambda x: x * (1 + ctx.erf(x / root2)) / 2, 1, 1)
@@ -205,6 +206,9 @@ class MpmathBackend(Backend):
 
     def sin(self, a: Array) -> Array:
         return self._objects(self._sin(a))
+
+    def tanh(self, a: Array) -> Array:
+        return self._objects(self._tanh(a))
 
     def pi(self) -> Array:
         return self._objects(+self.context.pi)

@@ -158,7 +158,7 @@ class SmoothControls:
                 combined[field.name] = values[0]
             elif field.name in ("norm1", "norm2"):
                 combined[field.name] = tuple(
-                    _combine(coefficients, [pair[i] for pair in values]) for i in (0, 1)
+                    _combine(coefficients, list(parts)) for parts in zip(*values, strict=True)
                 )
             else:
                 combined[field.name] = _combine(coefficients, values)

@@ -27,7 +27,7 @@ def uniform_attention_solution(problem: Problem, bk: Backend) -> Array:
     if not isinstance(problem.controls, PiecewiseControls):
         raise InvalidInputError("the uniform-attention solution needs PiecewiseControls")
     if (
-        problem.norm != "none"
+        problem.norm.has_norms
         or problem.causal
         or problem.token_weights is not None
         or problem.token_maps is not None

@@ -13,21 +13,18 @@ import numpy as np
 from solvers.backends import Array, Backend
 from solvers.equation.controls import Controls
 from solvers.equation.manufactured import ManufacturedSolution
+from solvers.equation.norms import NormKind, Placement, as_placement
 from solvers.equation.operators import (
-    LAYER_NORMS,
-    NORMS,
     TokenMap,
     attention,
     attention_scores,
     feed_forward,
     hidden_preactivations,
-    tangent_projection,
 )
 from solvers.equation.packed import BackendLayer
 from solvers.equation.problem import Problem
 from solvers.equation.rotary import rotary_tables
 from solvers.errors import InvalidInputError
-from solvers.validation import choice
 
 FORCING_CACHE = 64
 """How many of the latest forcing values g(n, t) a flow keeps (`LayerFlow.forcing`)."""
@@ -50,7 +47,7 @@ class LayerFlow:
         self,
         bk: Backend,
         controls: Controls,
-        norm: str,
+        norm: Placement | str,
         *,
         score_bias: Array | None = None,
         token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
@@ -61,7 +58,7 @@ class LayerFlow:
     ) -> None:
         self.bk = bk
         self.controls = controls
-        self.norm = choice("norm", norm, LAYER_NORMS)
+        self.norm = as_placement(norm)
         self.score_bias = score_bias
         self.token_maps = token_maps
         self.manufactured = manufactured
@@ -111,14 +108,18 @@ class LayerFlow:
         return self.controls.layer_on(self.bk, n, t)
 
     def _normalised(self, u: Array, layer: BackendLayer, which: int) -> Array:
-        if self.norm != "pre":
+        if not self.norm.normalises_inputs:
             return u
         return self._norm(u, layer, which)
 
     def _norm(self, u: Array, layer: BackendLayer, which: int) -> Array:
-        """The layer's norm `which` (LN or RMSNorm, `NORMS`) applied to u."""
-        gain, bias = layer.norm1 if which == 1 else layer.norm2
-        return NORMS[layer.norm_kind](self.bk, u, gain, bias, layer.eps, self.feature_weights)
+        """The layer's norm `which` (of its kind, solvers.equation.norms) applied to u."""
+        parameters = layer.norm1 if which == 1 else layer.norm2
+        return layer.norm_kind.apply(self.bk, u, parameters, layer.eps, self.feature_weights)
+
+    def _kind(self, n: int) -> NormKind:
+        """Layer n's norm kind (its keyframes share it)."""
+        return self.controls.acting_on(n)[0].norm_kind
 
     def rotary(self, layer: BackendLayer) -> tuple[Array, Array] | None:
         """The (cos, sin) tables of the tokens' positions for a layer with rotary positions
@@ -150,7 +151,7 @@ class LayerFlow:
     def _two_norms(self, n: int) -> bool:
         """Whether layer n is post-LN with norm1 != norm2 (at any of its keyframes)."""
         if n not in self._norms_differ:
-            self._norms_differ[n] = self.norm == "post" and any(
+            self._norms_differ[n] = self.norm.constrained and any(
                 not all(np.array_equal(a, b) for a, b in zip(w.norm1, w.norm2, strict=True))
                 for w in self.controls.acting_on(n)
             )
@@ -227,8 +228,8 @@ class LayerFlow:
         star = self.manufactured.state(bk, t)
         unforced = self._attention(star, layer)
         unforced += self._field_ffn(n, star, layer, None)
-        if self.norm == "post":
-            unforced = tangent_projection(bk, star, unforced, self.feature_weights)
+        if self.norm.constrained:
+            unforced = self._kind(n).tangent(bk, star, unforced, self.feature_weights)
         return self.manufactured.derivative(bk, t) - unforced
 
     def tangent(self, n: int, t: Array, u: Array, g: Array, moving: bool = True) -> Array:
@@ -240,9 +241,9 @@ class LayerFlow:
         sigma1' + (sigma2' / sigma2)(u - sigma1), normal to S1. In a splitting only the
         part that carries the clock moves the set (`moving`). Other norms: g itself.
         """
-        if self.norm != "post":
+        if not self.norm.constrained:
             return g
-        field = tangent_projection(self.bk, u, g, self.feature_weights)
+        field = self._kind(n).tangent(self.bk, u, g, self.feature_weights)
         rates = self.controls.norm_rates(self.bk, n, t) if moving else None
         if rates is not None:
             gain, bias = self.layer(n, t).norm2
@@ -252,7 +253,7 @@ class LayerFlow:
 
     def project(self, n: int, t: Array, u: Array, which: int = 2) -> Array:
         """P onto the constraint set at time t of norm `which` (post-LN); u otherwise."""
-        if self.norm != "post":
+        if not self.norm.constrained:
             return u
         return self._norm(u, self.layer(n, t), which)
 

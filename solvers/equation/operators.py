@@ -1,4 +1,5 @@
-"""The discrete operators of docs/model.md sections 1 and 7, written once against a backend.
+"""The discrete operators of docs/model.md sections 1 and 7, written once against a backend
+(the norms: solvers.equation.norms).
 
 States are arrays of shape (..., N, d): N tokens (rows) of d features, with any number of
 leading batch axes. Weights act on the right.
@@ -13,17 +14,13 @@ import numpy as np
 from solvers.backends import Array, Backend
 from solvers.equation.packed import BackendLayer
 from solvers.equation.rotary import rotate
-from solvers.errors import InvalidInputError, UndefinedOperationError
+from solvers.errors import InvalidInputError
 
 
 def _split_heads(x: Array, heads: int) -> Array:
     """(..., N, H * w) -> (..., H, N, w)."""
     return np.swapaxes(x.reshape(*x.shape[:-1], heads, -1), -2, -3)
 
-
-LAYER_NORMS = ("post", "pre", "none")
-"""Where a layer's norms sit (docs/model.md section 2): after each residual update, before
-each sub-layer, or nowhere."""
 
 TokenMap = Callable[[Array], Array]
 """A linear map in the token variable: takes (..., N, w) to (..., N', w), acting on axis -2."""
@@ -169,105 +166,9 @@ def activate(bk: Backend, activation: str, u: Array, w: Array, bias: Array) -> A
     return smooth[activation](bk.affine(u, w, bias))
 
 
-def layer_norm(
-    bk: Backend,
-    u: Array,
-    gain: Array,
-    bias: Array,
-    eps: Array,
-    weights: Array | None = None,
-) -> Array:
-    """LN(V)_i = g * (V_i - mean(V_i)) / sqrt(var(V_i) + eps) + b, per row over the d features.
-
-    var is the population variance; on a non-uniform feature grid mean and variance are
-    the quadrature sums with the feature weights w^y (`weights`, summing to 1). With
-    eps = 0 and scalar g = sigma2 > 0, b = sigma1 this is the projection P onto
-    S1 = {rows with mean sigma1 and variance sigma2^2} (Theorem 3.1; in the w^y-weighted
-    inner product), defined only where var(V_i) > 0: a constant row raises
-    UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
-    """
-    mean, variance = bk.moments(u, weights)
-    if not np.any(bk.to_float64(eps)):
-        _require_positive(bk, variance, "the layer-norm projection P", "constant row", "variance")
-    return bk.normalise_rows(u, mean, variance, eps, gain, bias)
-
-
-def rms_norm(
-    bk: Backend,
-    u: Array,
-    gain: Array,
-    bias: Array,
-    eps: Array,
-    weights: Array | None = None,
-) -> Array:
-    """R(V)_i = g V_i / sqrt(rms(V_i)^2 + eps) per row, rms(V_i)^2 = (1/d) sum_y V_iy^2 (the
-    w^y-weighted sum with feature `weights`): RMSNorm (docs/model.md section 7). `bias` is
-    the norm's zero bias (LayerWeights refuses another), added so that this and
-    `layer_norm` take the same arguments. With eps = 0 and scalar g > 0 it is the
-    projection onto the sphere S_R = {rms = g}, defined only where rms(V_i) > 0: a zero row
-    raises UndefinedOperationError naming the token. With eps > 0 it is defined everywhere.
-    """
-    square = bk.mean_square(u, weights)
-    if not np.any(bk.to_float64(eps)):
-        _require_positive(bk, square, "the RMSNorm projection", "zero row", "mean square")
-    return bk.normalise_rows(u, square * 0, square, eps, gain, bias)
-
-
-NORMS = {"layer": layer_norm, "rms": rms_norm}
-"""The norm operators by LayerWeights.norm_kind (solvers.equation.packed.NORM_KINDS)."""
-
-
-def project_to_s1(bk: Backend, u: Array, sigma1: object, sigma2: object) -> Array:
-    """The projection P(V)_i = sigma2 (V_i - mean(V_i)) / sqrt(var(V_i)) + sigma1 onto S1.
-
-    Requires scalar sigma2 > 0 and var(V_i) > 0 for every row (see `layer_norm`).
-    """
-    sigma1_array, sigma2_array = np.asarray(sigma1, float), np.asarray(sigma2, float)
-    if (
-        sigma1_array.ndim
-        or sigma2_array.ndim
-        or not np.isfinite([sigma1_array, sigma2_array]).all()
-    ):
-        raise InvalidInputError(
-            f"sigma1 and sigma2 must be finite scalars, got {sigma1!r}, {sigma2!r}"
-        )
-    if not sigma2_array > 0:
-        raise InvalidInputError(f"sigma2 must be > 0 for a projection onto S1, got {sigma2!r}")
-    return layer_norm(bk, u, bk.asarray(sigma2), bk.asarray(sigma1), bk.asarray(0.0))
-
-
 def hidden_preactivations(bk: Backend, u: Array, layer: BackendLayer) -> Array:
     """Z = U W1 + b1 (U W_gate + b_gate for a gated FFN), whose signs are the FFN's
     activation pattern."""
     if layer.w_gate is None:
         return bk.affine(u, layer.w1, layer.b1)
     return bk.affine(u, layer.w_gate, layer.b_gate)
-
-
-def tangent_projection(bk: Backend, u: Array, g: Array, weights: Array | None = None) -> Array:
-    """Pi_T(u) g: per row, remove the mean of g, then its component along u - mean(u).
-
-    At a point u of S1 (mean sigma1, variance sigma2^2) this is the orthogonal projection
-    onto the tangent space {t : mean t = 0, <t, u - sigma1> = 0}; elsewhere it projects
-    onto the tangent space of the level set of (mean, variance) through u, so it needs
-    var(u_i) > 0 but no sigma. With feature `weights` w^y, means and inner products are
-    the w^y-weighted ones (the projection is orthogonal in that inner product).
-    """
-    mean_u, variance = bk.moments(u, weights)
-    _require_positive(bk, variance, "the layer-norm projection P", "constant row", "variance")
-    return bk.tangent_rows(u, mean_u, variance, g, weights)
-
-
-def _require_positive(
-    bk: Backend, variance: Array, operator: str, row: str, statistic: str
-) -> None:
-    zero = ~bk.certainly_positive(variance[..., 0])
-    if zero.any():
-        where = tuple(int(i) for i in np.argwhere(zero)[0])
-        token = where[-1]
-        batch = f" in batch entry {where[:-1]}" if len(where) > 1 else ""
-        raise UndefinedOperationError(
-            f"{operator} is undefined at a {row}: token {token}{batch} has {statistic} "
-            f"{bk.to_float64(variance[where])[0]:.3g} in {bk!r} "
-            "(use eps > 0 or perturb the row)"
-        )

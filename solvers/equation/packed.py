@@ -12,18 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solvers.backends import Array
-
-NORM_KINDS = ("layer", "rms")
-"""A layer's norm: the layer norm LN (docs/model.md section 1) or RMSNorm (section 7)."""
+from solvers.equation.norms import LAYER, NormKind
 
 
 def decoder_parts(
-    norm_kind: str, gated: bool, rotary: bool, heads: int, kv_heads: int
+    norm_kind: NormKind, gated: bool, rotary: bool, heads: int, kv_heads: int
 ) -> list[str]:
-    """The parts of docs/model.md section 7 a layer uses, named for messages that refuse
-    them (an empty list: a layer of section 1)."""
+    """The parts beyond docs/model.md section 1 a layer uses (section 7's, and a norm kind
+    other than LN), named for messages that refuse them (an empty list: a layer of
+    section 1)."""
     named = (
-        (norm_kind == "rms", "RMSNorm"),
+        (norm_kind.extension, norm_kind.title),
         (gated, "a gated FFN"),
         (rotary, "rotary positions"),
         (kv_heads != heads, "shared key-value heads"),
@@ -35,6 +34,7 @@ def decoder_parts(
 class BackendLayer:
     """One layer's weights in a backend (see the module docstring for the packing).
 
+    `norm1`, `norm2` are the norms' parameters in the order of `norm_kind.parameters`;
     `w_gate`, `b_gate` are None for an ungated FFN; `rope` is None or (theta, factor), the
     rotary base and linear scaling factor as float64 numbers (the tables are built at the
     working precision from the token positions by the flow, solvers.equation.rotary).
@@ -52,14 +52,14 @@ class BackendLayer:
     b1: Array
     w2: Array
     b2: Array
-    norm1: tuple[Array, Array]
-    norm2: tuple[Array, Array]
+    norm1: tuple[Array, ...]
+    norm2: tuple[Array, ...]
     eps: Array
     scale: Array
     activation: str = "relu"
     w_gate: Array | None = None
     b_gate: Array | None = None
-    norm_kind: str = "layer"
+    norm_kind: NormKind = LAYER
     rope: tuple[float, float] | None = None
 
     STATIC = ("heads", "kv_heads", "d_k", "d_v", "eps", "activation", "norm_kind", "rope")

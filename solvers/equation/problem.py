@@ -10,19 +10,21 @@ import numpy as np
 from solvers.backends import Array, Backend
 from solvers.equation.controls import Controls, PiecewiseControls, SmoothControls
 from solvers.equation.manufactured import ManufacturedSolution
-from solvers.equation.operators import LAYER_NORMS, TokenMap
+from solvers.equation.norms import Placement, as_placement
+from solvers.equation.operators import TokenMap
 from solvers.errors import InvalidInputError
-from solvers.validation import choice, finite_array, frozen, positive_int, token_mask
+from solvers.validation import finite_array, frozen, positive_int, token_mask
 
 
 @dataclass(frozen=True, eq=False)
 class Problem:
     """Integrate the layer flow from u0 on [0, t_final] under `controls`.
 
-    u0 has shape (N, d) or (B, N, d). `norm` places the layer norms ("post", "pre",
-    "none"; docs/model.md section 2). `causal` masks every token's attention to the tokens
-    before it. `token_weights` (N positive numbers, the token quadrature weights w^x)
-    add log w^x to the attention scores; None means the uniform grid (no bias).
+    u0 has shape (N, d) or (B, N, d). `norm` places the layer norms (a Placement or its
+    name, "post", "pre" or "none"; docs/model.md section 2). `causal` masks every token's
+    attention to the tokens before it. `token_weights` (N positive numbers, the token
+    quadrature weights w^x) add log w^x to the attention scores; None means the uniform
+    grid (no bias).
     `feature_weights` (d positive numbers summing to 1, the feature quadrature weights
     w^y) make the layer norm's means and variances w^y-weighted; None means 1/d each.
     `manufactured` (a ManufacturedSolution of shape (N, d)) adds the forcing that makes it
@@ -41,13 +43,14 @@ class Problem:
     `positions` (N finite numbers) are the tokens' positions for layers with rotary
     positions (docs/model.md section 7), in units of the original token spacing: on a
     refined token grid the physical positions; None means 0, 1, ..., N - 1. Rotary layers
-    cannot be combined with token maps; RMSNorm layers are pre-norm (or "none") only.
+    cannot be combined with token maps; a norm kind without a post-norm flow (RMSNorm,
+    DyT: NormKind.post_refusal) is refused with placement "post".
     """
 
     u0: np.ndarray
     controls: Controls
     t_final: float
-    norm: str = "post"
+    norm: Placement | str = Placement.POST
     causal: bool = False
     token_weights: np.ndarray | None = None
     feature_weights: np.ndarray | None = None
@@ -76,7 +79,7 @@ class Problem:
                 f"got {t_final}"
             )
         object.__setattr__(self, "t_final", t_final)
-        choice("norm", self.norm, LAYER_NORMS)
+        object.__setattr__(self, "norm", as_placement(self.norm))
         if not isinstance(self.causal, bool | np.bool_):
             raise InvalidInputError(f"causal must be True or False, got {self.causal!r}")
         if self.token_maps is not None:
@@ -109,11 +112,9 @@ class Problem:
 
     def _check_decoder_parts(self) -> None:
         for n, layer in enumerate(self.controls.all_layers()):
-            if layer.norm_kind == "rms" and self.norm == "post":
-                raise InvalidInputError(
-                    f"layer {n} has RMSNorm: post-norm RMSNorm flows are not implemented "
-                    "(docs/model.md section 7); use norm='pre'"
-                )
+            refusal = self.norm.refusal(layer.norm_kind)
+            if refusal is not None:
+                raise InvalidInputError(f"layer {n} has {layer.norm_kind.title}: {refusal}")
             if layer.rope_theta is not None and self.token_maps is not None:
                 raise InvalidInputError(
                     f"layer {n} has rotary positions, which token_maps (different query and "
@@ -162,7 +163,7 @@ class Problem:
             raise InvalidInputError(
                 f"the manufactured solution has shape {(star.tokens, star.d)}, u0 {self.u0.shape}"
             )
-        if self.norm == "post":  # the flow lives on norm2's set; norm1 only scales the FFN
+        if self.norm.constrained:  # the flow lives on norm2's set; norm1 only scales the FFN
             for n, layer in enumerate(self.controls.all_layers()):
                 gain, bias = layer.norm2
                 if layer.eps != 0 or gain.ndim or gain != star.sigma2 or bias != star.sigma1:

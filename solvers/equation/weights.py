@@ -10,9 +10,13 @@ divides H; docs/model.md section 7) with key width d_k and value width d_v:
     w1: (d, m)            b1: (m,)      the up map of a gated FFN
     w2: (m, d)            b2: (d,)      its down map
     w_gate: (d, m) or None, b_gate: (m,) (zero if not given): the gate of a gated FFN
-    norm1, norm2: (gain, bias), each a scalar (sigma2, sigma1 of the projection onto S1)
-                  or a per-feature vector of length d (torch-style layer norm)
-    norm_kind: "layer" (LN) or "rms" (RMSNorm, docs/model.md section 7; the biases are 0)
+    norm1, norm2: the norms' parameters in the order of the kind's `parameters`, None
+                  for its defaults: (gain, bias) for LN and RMSNorm, each a scalar
+                  (sigma2, sigma1 of the projection onto S1) or a per-feature vector of
+                  length d (torch-style layer norm); (gain, bias, alpha) for DyT
+    norm_kind: a NormKind or its name (solvers.equation.norms.KINDS): "layer" (LN),
+                  "rms" (RMSNorm, docs/model.md section 7; the biases are 0) or "dyt"
+                  (DyT, section 8; no eps)
     eps >= 0, scale > 0, or None (the default) for the canonical 1 / sqrt(d_k)
     rope_theta > 0 or None: rotary positions with base theta (d_k even), rope_factor > 0
                   the linear scaling factor (positions x / factor)
@@ -30,15 +34,16 @@ as a number (a model's non-canonical one) is kept as given, like every other wei
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from solvers.backends import Array, Backend
-from solvers.equation.packed import NORM_KINDS, BackendLayer, decoder_parts
+from solvers.equation.norms import LAYER, NormKind, as_norm_kind
+from solvers.equation.packed import BackendLayer, decoder_parts
 from solvers.errors import InvalidInputError
-from solvers.validation import choice, finite_array, frozen, positive_int
+from solvers.validation import finite_array, frozen, positive_int
 
 MAPS = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "w1", "b1", "w2", "b2")
 """A layer's attention and FFN maps and biases: every array but the norms (and the gate)."""
@@ -53,23 +58,6 @@ ACTIVATION_LIPSCHITZ = {"relu": 1.0, "gelu": 1.129, "gelu-tanh": 1.129, "silu": 
 """sup |sigma'| of each activation, rounded up: relu 1; gelu Phi(x) + x phi(x) is largest
 at x = sqrt(2), 1.12890...; its tanh form 1.12899... near x = 1.4185; silu 1.09984... near
 x = 2.3994. Every one also has |sigma(z)| <= |z|, which the bounds use for sizes."""
-
-
-def _norm_pair(name: str, value: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        gain, bias = value
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{name} must be a pair (gain, bias), got {value!r:.80}") from exc
-    pair = []
-    for part, entry in (("gain", gain), ("bias", bias)):
-        array = finite_array(f"{name} {part}", entry)
-        if array.shape not in ((), (d,)):
-            raise InvalidInputError(
-                f"{name} {part} must be a scalar or a vector of length d={d}, "
-                f"got shape {array.shape}"
-            )
-        pair.append(array)
-    return pair[0], pair[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,14 +76,14 @@ class LayerWeights:
     b1: np.ndarray
     w2: np.ndarray
     b2: np.ndarray
-    norm1: tuple[np.ndarray, np.ndarray] = (np.float64(1.0), np.float64(0.0))
-    norm2: tuple[np.ndarray, np.ndarray] = (np.float64(1.0), np.float64(0.0))
+    norm1: tuple[np.ndarray, ...] | None = None
+    norm2: tuple[np.ndarray, ...] | None = None
     eps: float = 0.0
     scale: float | None = None
     activation: str = "relu"
     w_gate: np.ndarray | None = None
     b_gate: np.ndarray | None = None
-    norm_kind: str = "layer"
+    norm_kind: NormKind | str = LAYER
     rope_theta: float | None = None
     rope_factor: float = 1.0
     _on_backend: dict = field(default_factory=dict, init=False, repr=False)
@@ -137,16 +125,17 @@ class LayerWeights:
             raise InvalidInputError("b_gate was given without w_gate")
         for name, shape in shapes.items():
             object.__setattr__(self, name, frozen(finite_array(name, getattr(self, name), shape)))
-        choice("norm_kind", self.norm_kind, NORM_KINDS)
+        kind = as_norm_kind(self.norm_kind)
+        object.__setattr__(self, "norm_kind", kind)
         for name in ("norm1", "norm2"):
-            pair = _norm_pair(name, getattr(self, name), d)
-            if self.norm_kind == "rms" and pair[1].any():
-                raise InvalidInputError(f"{name}: an RMSNorm has no bias, got a non-zero one")
-            object.__setattr__(self, name, (frozen(pair[0]), frozen(pair[1])))
+            value = getattr(self, name)
+            checked = kind.checked(name, kind.default() if value is None else value, d)
+            object.__setattr__(self, name, tuple(frozen(part) for part in checked))
         self._check_rope()
         eps = float(finite_array("eps", self.eps, ()))
         if eps < 0:
             raise InvalidInputError(f"eps must be >= 0, got {eps!r}")
+        kind.check_eps(eps)
         object.__setattr__(self, "eps", eps)
         if self.activation not in ACTIVATIONS:
             raise InvalidInputError(
@@ -280,8 +269,8 @@ class LayerWeights:
             b1=rounded("b1", self.b1),
             w2=rounded("w2", self.w2),
             b2=rounded("b2", self.b2),
-            norm1=(rounded("norm1 gain", self.norm1[0]), rounded("norm1 bias", self.norm1[1])),
-            norm2=(rounded("norm2 gain", self.norm2[0]), rounded("norm2 bias", self.norm2[1])),
+            norm1=self._norm_on("norm1", rounded),
+            norm2=self._norm_on("norm2", rounded),
             eps=rounded("eps", self.eps),
             scale=rounded("scale", self.scale_in(bk)),
             activation=self.activation,
@@ -290,6 +279,10 @@ class LayerWeights:
             norm_kind=self.norm_kind,
             rope=None if self.rope_theta is None else (self.rope_theta, self.rope_factor),
         )
+
+    def _norm_on(self, name: str, rounded: Callable[[str, object], Array]) -> tuple[Array, ...]:
+        parts = zip(self.norm_kind.parameters, getattr(self, name), strict=True)
+        return tuple(rounded(f"{name} {part}", value) for part, value in parts)
 
     def scaled(self, factor: float) -> LayerWeights:
         """These weights with every attention and FFN map and bias multiplied by `factor` > 0.
@@ -322,20 +315,21 @@ class LayerWeights:
         activation: str = "relu",
         kv_heads: int | None = None,
         gated: bool = False,
-        norm_kind: str = "layer",
+        norm_kind: NormKind | str = LAYER,
         rope_theta: float | None = None,
     ) -> LayerWeights:
         """Seeded Gaussian weights that give non-trivial attention, with the FFN's
         `activation` (ACTIVATIONS) and, if asked, the decoder parts of docs/model.md
         section 7: `kv_heads` key-value heads (default `heads`), a `gated` FFN (its gate
-        drawn like w1, after every other array), RMSNorm (`norm_kind` "rms": gains only)
-        and rotary positions of base `rope_theta`.
+        drawn like w1, after every other array), a norm kind other than LN (`norm_kind`,
+        solvers.equation.norms.KINDS) and rotary positions of base `rope_theta`.
 
         Each map is N(0, weight_scale^2 / fan_in), so for rows of unit mean square the
         queries and keys have O(1) entries and the default scale 1/sqrt(d_k) gives O(1)
         scores: attention rows are neither uniform nor one-hot. Biases are
         N(0, bias_scale^2). With `affine` the norms get per-feature gains 1 + 0.3 N(0, 1)
-        and biases 0.3 N(0, 1) (torch-style LN); otherwise gain 1 and bias 0 (scalars).
+        and biases 0.3 N(0, 1) (torch-style LN; NormKind.random); otherwise the kind's
+        defaults (gain 1 and bias 0, scalars).
         `d_k` and `d_v` default to d // heads, which must then divide evenly.
         """
         d, heads, d_ff = (
@@ -357,12 +351,7 @@ class LayerWeights:
         def bias(shape: tuple[int, ...]) -> np.ndarray:
             return rng.standard_normal(shape) * bias_scale
 
-        def norm() -> tuple[Any, Any]:
-            if affine and norm_kind == "rms":
-                return 1.0 + 0.3 * rng.standard_normal(d), 0.0
-            if affine:
-                return 1.0 + 0.3 * rng.standard_normal(d), 0.3 * rng.standard_normal(d)
-            return 1.0, 0.0
+        kind = as_norm_kind(norm_kind)
 
         layer = cls(
             wq=gaussian((heads, d, d_k), d),
@@ -377,11 +366,11 @@ class LayerWeights:
             b1=bias((d_ff,)),
             w2=gaussian((d_ff, d), d_ff),
             b2=bias((d,)),
-            norm1=norm(),
-            norm2=norm(),
+            norm1=kind.random(rng, d, affine),
+            norm2=kind.random(rng, d, affine),
             eps=eps,
             activation=activation,
-            norm_kind=norm_kind,
+            norm_kind=kind,
             rope_theta=rope_theta,
         )
         if not gated:

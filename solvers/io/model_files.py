@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from solvers.equation.norms import as_norm_kind
 from solvers.equation.weights import GATE_MAPS, MAPS, LayerWeights
 from solvers.errors import InvalidInputError
 from solvers.io.hf_tensors import Tensors
@@ -120,8 +121,9 @@ def _tide_file(path: Path) -> Model:
         shapes = spec["shapes"]
         names = MAPS + GATE_MAPS if "w_gate" in shapes else MAPS
         values = {name: t(f"layers.{i}.{name}", tuple(shapes[name])) for name in names}
+        kind = as_norm_kind(spec.get("norm_kind", "layer"))
         norms = [
-            tuple(_norm_part(t, shapes, f"norm{j}.{part}", i) for part in ("gain", "bias"))
+            tuple(_norm_part(t, shapes, f"norm{j}.{part}", i) for part in kind.parameters)
             for j in (1, 2)
         ]
         layers.append(
@@ -132,17 +134,20 @@ def _tide_file(path: Path) -> Model:
                 eps=spec["eps"],
                 scale=spec["scale"],
                 activation=spec["activation"],
-                norm_kind=spec.get("norm_kind", "layer"),
+                norm_kind=kind,
                 rope_theta=spec.get("rope_theta"),
                 rope_factor=spec.get("rope_factor", 1.0),
             )
         )
     readout = None
     if (spec := architecture.get("readout")) is not None:
-        norm = None
+        norm, kind = None, as_norm_kind(spec.get("norm_kind", "layer"))
         if spec["norm"] is not None:
             d = len(layers[0].bo)
-            norm = (t("readout.norm.gain", (d,)), t("readout.norm.bias", (d,)), spec["norm"])
+            norm = (
+                *(_readout_norm_part(t, kind, part, d) for part in kind.parameters),
+                spec["norm"],
+            )
         dense = tuple(
             Dense(
                 t(f"readout.dense.{k}.weight", tuple(shape)),
@@ -151,7 +156,7 @@ def _tide_file(path: Path) -> Model:
             )
             for k, (shape, activation) in enumerate(spec["dense"])
         )
-        readout = Readout(norm, spec["pool"], dense, spec.get("norm_kind", "layer"))
+        readout = Readout(norm, spec["pool"], dense, kind)
     embedding = _read_embedding(t, architecture.get("embedding"), len(layers[0].bo))
     return Model(
         tuple(layers),
@@ -232,10 +237,17 @@ def _embedding_tensors(
 
 
 def _norm_part(t: Tensors, shapes: dict[str, list[int]], name: str, layer: int) -> Any:
-    """A norm's gain or bias: a scalar (stored with shape (1,)) or a per-feature vector."""
+    """A norm's parameter: a scalar (stored with shape (1,)) or a per-feature vector."""
     shape = tuple(shapes[name])
     value = t(f"layers.{layer}.{name}", shape or (1,))
     return value if shape else value[0]
+
+
+def _readout_norm_part(t: Tensors, kind: Any, part: str, d: int) -> Any:
+    """The readout norm's parameter `part`: per feature (d,) or a scalar (stored as (1,))."""
+    if kind.per_feature(part):
+        return t(f"readout.norm.{part}", (d,))
+    return t(f"readout.norm.{part}", (1,))[0]
 
 
 def save_model(model: Model, path: str | Path) -> Path:
@@ -257,8 +269,8 @@ def save_model(model: Model, path: str | Path) -> Path:
         for name in w.map_names:
             tensors[f"layers.{i}.{name}"] = np.ascontiguousarray(getattr(w, name), np.float64)
             shapes[name] = list(np.shape(getattr(w, name)))
-        for j, (gain, bias) in ((1, w.norm1), (2, w.norm2)):
-            for part, value in (("gain", gain), ("bias", bias)):
+        for j, norm in ((1, w.norm1), (2, w.norm2)):
+            for part, value in zip(w.norm_kind.parameters, norm, strict=True):
                 tensors[f"layers.{i}.norm{j}.{part}"] = np.atleast_1d(np.asarray(value, np.float64))
                 shapes[f"norm{j}.{part}"] = list(np.shape(value))
         layers.append(
@@ -267,7 +279,7 @@ def save_model(model: Model, path: str | Path) -> Path:
                 "eps": float(w.eps),
                 "activation": w.activation,
                 "scale": None if w.scale is None else float(w.scale),
-                "norm_kind": w.norm_kind,
+                "norm_kind": w.norm_kind.name,
                 "rope_theta": w.rope_theta,
                 "rope_factor": w.rope_factor,
             }
@@ -276,24 +288,25 @@ def save_model(model: Model, path: str | Path) -> Path:
     if model.readout is not None:
         r = model.readout
         if r.norm is not None:
-            for part, value in (("gain", r.norm[0]), ("bias", r.norm[1])):
+            for part, value in zip(r.norm_kind.parameters, r.norm[:-1], strict=True):
+                shape = (model.d_model,) if r.norm_kind.per_feature(part) else (1,)
                 tensors[f"readout.norm.{part}"] = np.ascontiguousarray(
-                    np.broadcast_to(value, (model.d_model,)), np.float64
+                    np.broadcast_to(value, shape), np.float64
                 )
         for k, layer in enumerate(r.dense):
             tensors[f"readout.dense.{k}.weight"] = np.ascontiguousarray(layer.weight)
             tensors[f"readout.dense.{k}.bias"] = np.ascontiguousarray(layer.bias)
         readout = {
-            "norm": None if r.norm is None else float(r.norm[2]),
+            "norm": None if r.norm is None else float(r.norm[-1]),
             "pool": r.pool,
-            "norm_kind": r.norm_kind,
+            "norm_kind": r.norm_kind.name,
             "dense": [[list(layer.weight.shape), layer.activation] for layer in r.dense],
         }
     embedded, embedding = _embedding_tensors(model.embedding)
     tensors |= {name: np.ascontiguousarray(value, np.float64) for name, value in embedded.items()}
     architecture = {
         "layers": layers,
-        "norm": model.norm,
+        "norm": model.norm.value,
         "causal": model.causal,
         "readout": readout,
         "embedding": embedding,

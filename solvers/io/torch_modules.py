@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from solvers.equation.norms import Placement, as_placement
 from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
 
@@ -163,22 +164,25 @@ def from_torch(module: Any) -> list[LayerWeights]:
     return [_layer_weights(n, layer) for n, layer in enumerate(_encoder_layers(module))]
 
 
-def torch_norm_placement(module: Any) -> str:
-    """ "pre" if the layers are norm_first, else "post" (the Problem's `norm`)."""
+def torch_norm_placement(module: Any) -> Placement:
+    """PRE if the layers are norm_first, else POST (the Problem's `norm`)."""
     placements = {layer.norm_first for layer in _encoder_layers(module)}
     if len(placements) != 1:
         raise InvalidInputError("the encoder mixes norm_first=True and norm_first=False layers")
-    return "pre" if placements.pop() else "post"
+    return Placement.PRE if placements.pop() else Placement.POST
 
 
-def to_torch(layers: Sequence[LayerWeights], norm: str = "post", dtype: str = "float64") -> Any:
+def to_torch(
+    layers: Sequence[LayerWeights], norm: Placement | str = Placement.POST, dtype: str = "float64"
+) -> Any:
     """A torch.nn.TransformerEncoder (batch_first, eval mode) carrying these weights.
 
     torch's layout requires d_k = d_v = d / heads and scale 1 / sqrt(d_k); norm is
     "post" or "pre" (torch has no un-normalised encoder layer).
     """
     torch = _import_torch()
-    if norm not in ("post", "pre"):
+    norm = as_placement(norm)
+    if not norm.has_norms:
         raise InvalidInputError(f"torch encoder layers have norm 'post' or 'pre', got {norm!r}")
     first = layers[0]
     d, heads = first.d_model, first.heads
@@ -205,7 +209,7 @@ def to_torch(layers: Sequence[LayerWeights], norm: str = "post", dtype: str = "f
             dropout=0.0,
             layer_norm_eps=w.eps,
             batch_first=True,
-            norm_first=(norm == "pre"),
+            norm_first=norm.normalises_inputs,
             activation=_torch_activation(torch, w.activation),
             dtype=torch_dtype,
         )
@@ -249,7 +253,10 @@ def _torch_activation(torch: Any, activation: str) -> Any:
 
 
 def torch_forward(
-    layers: Sequence[LayerWeights], u0: np.ndarray, norm: str = "post", causal: bool = False
+    layers: Sequence[LayerWeights],
+    u0: np.ndarray,
+    norm: Placement | str = Placement.POST,
+    causal: bool = False,
 ) -> np.ndarray:
     """torch's float64 output for these layers on u0 of shape (N, d) or (B, N, d)."""
     torch = _import_torch()

@@ -23,7 +23,7 @@ def check_solvable(problem: Problem, method: SteppingMethod) -> None:
     eps > 0 converge to the flow of `convergence.layer_norm_eps.lie_limit(problem)`,
     which is what to solve instead (docs/limits.md section 2).
     """
-    if problem.norm == "post" and method.enters_constraint_set:
+    if problem.norm.constrained and method.enters_constraint_set:
         for n, layer in enumerate(problem.controls.all_layers()):
             _check_flow_norms(n, layer, method.name)
 

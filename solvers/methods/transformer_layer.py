@@ -9,7 +9,8 @@ import numpy as np
 from solvers.backends import Array, Backend
 from solvers.equation.controls import PiecewiseControls
 from solvers.equation.flow import LayerFlow
-from solvers.equation.operators import attention, layer_norm
+from solvers.equation.norms import Placement, layer_norm
+from solvers.equation.operators import attention
 from solvers.equation.packed import BackendLayer
 from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
@@ -21,7 +22,7 @@ def lie_step(
     u: Array,
     layer: LayerWeights,
     dt: Array,
-    norm: str,
+    norm: Placement | str,
     score_bias: Array | None = None,
 ) -> Array:
     """One Lie step of size dt of a single layer's flow: the Transformer layer at dt = 1."""

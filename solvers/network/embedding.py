@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solvers.backends import backend
-from solvers.equation.operators import layer_norm
+from solvers.equation.norms import layer_norm
 from solvers.errors import InvalidInputError
 from solvers.space.vit import vit_initial_condition
 from solvers.validation import finite_array, indices

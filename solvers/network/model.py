@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solvers.equation.controls import PiecewiseControls
+from solvers.equation.norms import Placement, as_placement
 from solvers.equation.problem import Problem
 from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
@@ -25,14 +26,14 @@ from solvers.network.readout import Readout
 @dataclass(frozen=True)
 class Model:
     """A network read by `solvers.load_model`: `layers` (its encoder layers in order),
-    `norm` ("post", "pre" or "none"; docs/model.md section 2), `causal`, `readout`
+    `norm` (a Placement or its name; docs/model.md section 2), `causal`, `readout`
     (applied to the encoder's final states; None when the source has none),
     `embedding` (None when the source has none: give token states) and `window`, a
     sliding window of attention (None: none), which the suite does not implement:
     inputs longer than it are refused."""
 
     layers: tuple[LayerWeights, ...]
-    norm: str
+    norm: Placement | str
     causal: bool = False
     readout: Readout | None = None
     source: str = ""
@@ -44,8 +45,7 @@ class Model:
         layers = tuple(self.layers)
         if not layers or not all(isinstance(w, LayerWeights) for w in layers):
             raise InvalidInputError("a model needs at least one LayerWeights")
-        if self.norm not in ("post", "pre", "none"):
-            raise InvalidInputError(f"norm must be 'post', 'pre' or 'none', got {self.norm!r}")
+        object.__setattr__(self, "norm", as_placement(self.norm))
         if self.embedding is not None and self.embedding.d_model != layers[0].d_model:
             raise InvalidInputError(
                 f"the embedding's width {self.embedding.d_model} is not the layers' "

@@ -24,10 +24,9 @@ import numpy as np
 import scipy.special
 
 from solvers.backends import backend
-from solvers.equation.operators import NORMS
-from solvers.equation.packed import NORM_KINDS
+from solvers.equation.norms import LAYER, NormKind, as_norm_kind
 from solvers.errors import InvalidInputError
-from solvers.validation import choice, finite_array, indices
+from solvers.validation import finite_array, indices
 
 FLOAT64 = backend("float64")
 POOLINGS = ("first", "last", "mean")
@@ -99,20 +98,22 @@ class Margins:
 
 @dataclass(frozen=True)
 class Readout:
-    """scores = dense_k(... dense_1(pool(N(U)))): an optional final norm N, the layer norm
-    g (U - mean) / sqrt(var + eps) + b per token or (`norm_kind` "rms") the RMSNorm
-    g U / sqrt(rms(U)^2 + eps) of a decoder (docs/model.md section 7), a pooling (POOLINGS;
+    """scores = dense_k(... dense_1(pool(N(U)))): an optional final norm N (`norm`, the
+    parameters of its kind `norm_kind` followed by eps: (gain, bias, eps) for the layer norm
+    g (U - mean) / sqrt(var + eps) + b per token and for the RMSNorm
+    g U / sqrt(rms(U)^2 + eps) of a decoder (docs/model.md section 7); solvers.equation.norms),
+    a pooling (POOLINGS;
     None keeps every token), then dense layers. Without dense layers it returns the
     (normalised) states and decides nothing; without a pooling but with dense layers it is
     a language-model head (module docstring)."""
 
-    norm: tuple[np.ndarray, np.ndarray, float] | None = None
+    norm: tuple | None = None
     pool: str | None = None
     dense: tuple[Dense, ...] = field(default_factory=tuple)
-    norm_kind: str = "layer"
+    norm_kind: NormKind | str = LAYER
 
     def __post_init__(self) -> None:
-        choice("norm_kind", self.norm_kind, NORM_KINDS)
+        object.__setattr__(self, "norm_kind", as_norm_kind(self.norm_kind))
         if self.pool is not None and self.pool not in POOLINGS:
             raise InvalidInputError(f"pool must be one of {POOLINGS} or None, got {self.pool!r}")
         object.__setattr__(self, "dense", tuple(self.dense))
@@ -137,13 +138,16 @@ class Readout:
         marks the real tokens (None: all)."""
         x = np.asarray(states, dtype=np.float64)
         if self.norm is not None:
-            gain, bias, eps = self.norm
-            x = NORMS[self.norm_kind](FLOAT64, x, gain, bias, np.float64(eps))
+            x = self._normalised(x)
         if self.pool is not None:
             x = _pooled(x, self.pool, _real(mask, x.shape[:-1]))
         for layer in self.dense:
             x = layer(x)
         return x
+
+    def _normalised(self, x: np.ndarray) -> np.ndarray:
+        *parameters, eps = self.norm
+        return self.norm_kind.apply(FLOAT64, x, tuple(parameters), np.float64(eps))
 
     def decisions(self, states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """argmax of the scores: one decision per input (..., ), or per token (..., N) for
@@ -193,7 +197,8 @@ class Readout:
         Jacobian without its gain, so b = sum_i |(A W~)_iv| <= |W~_v - mean W~_v|_1 / sigma
         + |c|_1 |c^T W~_v| / (d sigma^3) for a layer norm (c = V - mean V, sigma =
         sqrt(var + eps)), |W~_v|_1 / r + |V|_1 |V^T W~_v| / (d r^3) for RMSNorm (r =
-        sqrt(mean V^2 + eps)), and |W_v|_1 without a norm. The pooling weighs each real
+        sqrt(mean V^2 + eps)), the exact sum for DyT, whose Jacobian is diagonal
+        (NormKind.jacobian_bound), and |W_v|_1 without a norm. The pooling weighs each real
         token's bound (each moves on its own); then b <- (b |W|) |act'(y)| through the rest,
         each activation by its derivative at the point (relu's one-sided at 0)."""
         if not self.classifies:
@@ -203,8 +208,7 @@ class Readout:
         bound = _first_map_sensitivity(self, x)
         z = x
         if self.norm is not None:
-            gain, bias, eps = self.norm
-            z = NORMS[self.norm_kind](FLOAT64, x, gain, bias, np.float64(eps))
+            z = self._normalised(x)
         if self.pool is not None:
             bound = _pooled(bound, self.pool, real)
             z = _pooled(z, self.pool, real)
@@ -254,21 +258,13 @@ class Readout:
 
 def _first_map_sensitivity(readout: Readout, x: np.ndarray) -> np.ndarray:
     """Per token of x (..., N, d), sum_i |d (N(x) W)_v / d x_i| bounded as in
-    Readout.sensitivity: the final norm N (if any) and the first dense map W together."""
+    Readout.sensitivity: the final norm N (if any, NormKind.jacobian_bound) and the first
+    dense map W together."""
     weight = readout.dense[0].weight
     if readout.norm is None:
         return np.broadcast_to(np.abs(weight).sum(axis=0), (*x.shape[:-1], weight.shape[1]))
-    gain, _, eps = readout.norm
-    scaled = np.asarray(gain, dtype=np.float64).reshape(-1, 1) * weight  # diag(g) W
-    d = x.shape[-1]
-    if readout.norm_kind == "rms":
-        centred, direct = x, np.abs(scaled).sum(axis=0)
-    else:
-        centred = x - x.mean(axis=-1, keepdims=True)
-        direct = np.abs(scaled - scaled.mean(axis=0)).sum(axis=0)
-    radius = np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps)
-    l1 = np.abs(centred).sum(axis=-1, keepdims=True)
-    return direct / radius + l1 * np.abs(centred @ scaled) / (d * radius**3)
+    *parameters, eps = readout.norm
+    return readout.norm_kind.jacobian_bound(x, tuple(parameters), float(eps), weight)
 
 
 def _slope(activation: str, y: np.ndarray) -> np.ndarray | float:

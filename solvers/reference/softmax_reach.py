@@ -44,18 +44,15 @@ def softmax_reach(flow: LayerFlow, n: int, t: Array, u: Array, start: Array) -> 
     with np.errstate(invalid="ignore"):  # -inf - -inf at masked keys
         rates = np.where(masked, 0.0, bk.to_float64(moved - scores) / delta)
     width = before.shape[-1]
-    return _nearest_zero(
-        np.ascontiguousarray(before).reshape(-1, width), rates.reshape(-1, width)
-    )
+    return _nearest_zero(np.ascontiguousarray(before).reshape(-1, width), rates.reshape(-1, width))
 
 
 @numba.njit(cache=True)
 def _nearest_zero(scores, rates):
     """The least over rows of the pair and cluster distances of `softmax_reach` (its
     docstring's formulas), for scores (R, M) with -inf at masked keys and their rates
-    (R, M, 0 at masked keys); inf when none is finite (NaN ones left out). One pass per row while it sits in
-    cache: numpy's array-at-a-time version made about fifteen passes over the scores
-    and cost three field evaluations."""
+    (R, M, 0 at masked keys); inf when none is finite (NaN ones left out), in one pass
+    per row while the row sits in cache."""
     best = math.inf
     for i in range(scores.shape[0]):
         row, rate = scores[i], rates[i]

@@ -23,10 +23,10 @@ import numpy as np
 
 def to_json(value: Any) -> Any:
     """Plain JSON data for `value` (see the module docstring)."""
+    if isinstance(value, enum.Enum):  # before str: a StrEnum becomes its plain value
+        return value.value
     if value is None or isinstance(value, bool | str):
         return value
-    if isinstance(value, enum.Enum):
-        return value.value
     if isinstance(value, int | np.integer):
         return int(value)
     if isinstance(value, np.bool_):

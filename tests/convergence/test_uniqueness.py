@@ -17,7 +17,7 @@ from convergence.order import OrderVerdict, estimate_order
 from convergence.uniqueness import SAME_LIMIT_VERDICTS, LimitVerdict, uniqueness_study
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
 from solvers.equation.exact import uniform_attention_solution
-from solvers.equation.operators import project_to_s1
+from solvers.equation.norms import project_to_s1
 from solvers.integrators.tableaux import EULER
 from solvers.methods.splitting import Splitting
 from solvers.methods.terms import AMBIENT, ATTENTION, SubStep

@@ -18,7 +18,7 @@ import properties.conditioning.attention_conditioning as attention
 import properties.conditioning.projection_conditioning as projection
 from properties.claim_check import CheckVerdict
 from solvers import InvalidInputError, LayerWeights, TideError, backend
-from solvers.equation.operators import layer_norm
+from solvers.equation.norms import layer_norm
 from solvers.results.line_fit import fit_line
 from solvers.results.records import from_json, to_json
 

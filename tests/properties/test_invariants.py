@@ -25,7 +25,8 @@ from properties.invariants.projections import (
     measure_projection_expansion,
 )
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, backend
-from solvers.equation.operators import attention, attention_heads, layer_norm, project_to_s1
+from solvers.equation.norms import layer_norm, project_to_s1
+from solvers.equation.operators import attention, attention_heads
 from solvers.errors import NumericalBreakdownError
 from solvers.results.records import from_json, to_json
 

@@ -13,7 +13,7 @@ from properties.exactness.projection_theorem import (
     check_layer_norm_idempotence,
     check_projection_theorem,
 )
-from solvers.equation.operators import layer_norm
+from solvers.equation.norms import layer_norm
 from tests.precisions import ALL_PRECISIONS
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)

@@ -12,6 +12,7 @@ limit of every method.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 
@@ -36,7 +37,8 @@ from properties.well_posedness.perturbations import PERTURBED_ARRAYS
 from solvers import InvalidInputError, LayerWeights, PiecewiseControls, Problem, TideError, backend
 from solvers.equation.exact import uniform_attention_solution
 from solvers.equation.flow import LayerFlow
-from solvers.equation.operators import feed_forward, project_to_s1
+from solvers.equation.norms import project_to_s1
+from solvers.equation.operators import feed_forward
 from solvers.results.records import from_json, to_json
 from solvers.solving import solve
 from tests.exact_layers import uniform_attention_layer
@@ -100,7 +102,12 @@ def test_the_bound_is_the_product_of_its_layer_factors(sweep):
 
 
 def _same(a: object, b: object) -> bool:
-    """Equal values of the same types, field by field (nan equals nan)."""
+    """Equal values of the same types, field by field (nan equals nan); a string enum in a
+    field or dict typed str (a norm placement in a configuration) comes back as its value."""
+    if isinstance(a, enum.Enum) and isinstance(a, str) and type(b) is str:
+        return a.value == b
+    if isinstance(b, enum.Enum) and isinstance(b, str) and type(a) is str:
+        return _same(b, a)
     if type(a) is not type(b):
         return False
     if dataclasses.is_dataclass(a):
@@ -139,9 +146,9 @@ def _sample_states(rng, bound: GronwallBound, problem: Problem, count: int) -> n
     tokens, d = problem.u0.shape
     layer = bound.layers[0]
     rows = rng.standard_normal((count, tokens, d))
-    if problem.norm == "post":
+    if problem.norm.constrained:
         return project_to_s1(FLOAT64, rows, 0.0, 1.0)
-    if problem.norm == "pre":  # centred rows of norm >= rmin (> 0: P is defined), any mean
+    if problem.norm.normalises_inputs:  # centred rows of norm >= rmin (> 0: P is defined), any mean
         centred = rows - rows.mean(-1, keepdims=True)
         centred /= np.linalg.norm(centred, axis=-1, keepdims=True)
         spread = max(layer.min_centred_norm, 0.1) * rng.uniform(1, 2, (count, tokens, 1))

@@ -20,7 +20,7 @@ from solvers import (
     from_torch,
     solve,
 )
-from solvers.equation.operators import project_to_s1
+from solvers.equation.norms import project_to_s1
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def problem(layer, rng):
         ({"eps": -1e-5}, "eps must be >= 0, got -1e-05"),
         ({"scale": 0.0}, "scale must be > 0, got 0.0"),
         ({"norm1": (np.ones(7), 0.0)}, "norm1 gain must be a scalar or a vector of length d=8"),
-        ({"norm2": 1.0}, "norm2 must be a pair (gain, bias)"),
+        ({"norm2": 1.0}, "norm2 must be a tuple (gain, bias)"),
         ({"wq": np.zeros((2, 8, 0))}, "d_k (from wq.shape) must be a positive integer, got 0"),
         ({"wq": "weights"}, "wq must be an array of real numbers"),
     ],

@@ -21,7 +21,8 @@ from solvers import (
     solve,
 )
 from solvers.backends import REGISTRY
-from solvers.equation.operators import attention, feed_forward, rms_norm
+from solvers.equation.norms import rms_norm
+from solvers.equation.operators import attention, feed_forward
 from solvers.equation.rotary import rotary_tables
 
 FLOAT64 = backend("float64")

@@ -18,6 +18,7 @@ import torch
 import transformers
 
 from solvers import InvalidInputError, load_model, save_model, solve_layers
+from solvers.equation.norms import KINDS, Placement
 from tests.decoder_reference import DecoderReference
 from tests.hf_models import perturbed, tiny_decoder, tiny_distilbert, tiny_roberta
 
@@ -80,7 +81,7 @@ def test_the_lie_scheme_is_the_float64_decoder(twin):
     (final RMSNorm and LM head) gives the reference's logits."""
     kind, module, _, reference = twin
     model = load_model(module)
-    assert model.norm == "pre" and model.causal
+    assert model.norm is Placement.PRE and model.causal
     assert model.layers[0].decoder_parts == [
         "RMSNorm",
         "a gated FFN",
@@ -127,7 +128,7 @@ def test_decoders_through_files(tied, tmp_path):
     expected = first.readout(solve_layers(first.problem(u0), "lie", 1)[-1])
     for source in (tmp_path / "pretrained", saved):
         model = load_model(source)
-        assert model.layers[0].rope_theta == 1e4 and model.readout.norm_kind == "rms"
+        assert model.layers[0].rope_theta == 1e4 and model.readout.norm_kind is KINDS["rms"]
         got = model.readout(solve_layers(model.problem(model.embed(IDS)), "lie", 1)[-1])
         np.testing.assert_array_equal(got, expected)
 

@@ -14,6 +14,7 @@ import transformers
 from safetensors.numpy import load_file, save_file
 
 from solvers import InvalidInputError, load_model, save_model, solve_layers
+from solvers.equation.norms import Placement
 from solvers.io.torch_modules import from_torch
 from tests.hf_models import SHIPPED, PickleTrap, tiny_bert, tiny_gpt2, tiny_vit
 from tests.torch_models import random_torch_encoder
@@ -75,7 +76,7 @@ def test_the_lie_scheme_is_the_libraries_hidden_states(kind, build, compared):
     for n in range(1, compared + 1):
         assert relative(states[n], hidden[n]) <= TWIN, n
     assert model.causal == (kind == "gpt2")
-    assert model.norm == ("post" if kind == "bert" else "pre")
+    assert model.norm is (Placement.POST if kind == "bert" else Placement.PRE)
     if kind != "bert":
         final = model.readout(states[-1])
         assert relative(final, out.last_hidden_state.numpy()) <= TWIN
