@@ -12,6 +12,17 @@ INITIAL_ALPHA = 0.5
 """The paper's default initial alpha."""
 
 
+def dynamic_tanh(
+    bk: Backend, u: Array, gain: Array, bias: Array, alpha: Array, eps: Array, weights: object
+) -> Array:
+    """DyT(V) = g tanh(alpha V) + b entrywise in bk's arithmetic; eps (0: DyT has none) and
+    the feature weights do not enter."""
+    out = bk.tanh(u * alpha)
+    out *= gain
+    out += bias
+    return out
+
+
 class DynamicTanh(NormKind):
     """DyT(V)_i = g * tanh(alpha V_i) + b, entrywise, with a gain g and a bias b (scalars or
     vectors of length d) and one scalar alpha per norm. No statistic over the features, no
@@ -22,6 +33,7 @@ class DynamicTanh(NormKind):
     title = "DyT"
     parameters = ("gain", "bias", "alpha")
     takes_eps = False
+    operator = staticmethod(dynamic_tanh)
     post_refusal = (
         "DyT is not a projection: applied after every step it does not shrink with dt, so "
         "a post-DyT layer has no time-step limit (docs/model.md section 8); use norm='pre'"
@@ -37,21 +49,6 @@ class DynamicTanh(NormKind):
             return self.default()
         gain, bias = 1.0 + 0.3 * rng.standard_normal(d), 0.3 * rng.standard_normal(d)
         return gain, bias, INITIAL_ALPHA * float(np.exp(0.3 * rng.standard_normal()))
-
-    def apply(
-        self,
-        bk: Backend,
-        u: Array,
-        parameters: Parameters,
-        eps: Array,
-        weights: Array | None = None,
-    ) -> Array:
-        """g tanh(alpha u) + b in bk's arithmetic (eps and the feature weights do not enter)."""
-        gain, bias, alpha = parameters
-        out = bk.tanh(u * alpha)
-        out *= gain
-        out += bias
-        return out
 
     def jacobian_bound(
         self, x: np.ndarray, parameters: Parameters, eps: float, weight: np.ndarray

@@ -12,6 +12,7 @@ there is no post-norm flow.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -111,17 +112,15 @@ class NormKind(ABC):
             return self.default()
         return 1.0 + 0.3 * rng.standard_normal(d), 0.3 * rng.standard_normal(d)
 
-    @abstractmethod
+    operator: ClassVar[Callable[..., Array]]
+    """The norm as a function of (bk, u, *parameters, eps, weights)."""
+
     def apply(
-        self,
-        bk: Backend,
-        u: Array,
-        parameters: Parameters,
-        eps: Array,
-        weights: Array | None = None,
+        self, bk: Backend, u: Array, parameters: Parameters, eps: Array, weights: object = None
     ) -> Array:
         """N(u) per row of u (..., N, d) in bk, with feature quadrature `weights` w^y (summing
         to 1; None: 1/d each) where the kind takes statistics over the features."""
+        return type(self).operator(bk, u, *parameters, eps, weights)
 
     @abstractmethod
     def jacobian_bound(

@@ -77,17 +77,7 @@ class LayerNorm(NormKind):
     name = "layer"
     title = "layer norm"
     extension = False
-
-    def apply(
-        self,
-        bk: Backend,
-        u: Array,
-        parameters: Parameters,
-        eps: Array,
-        weights: Array | None = None,
-    ) -> Array:
-        gain, bias = parameters
-        return layer_norm(bk, u, gain, bias, eps, weights)
+    operator = staticmethod(layer_norm)
 
     def jacobian_bound(
         self, x: np.ndarray, parameters: Parameters, eps: float, weight: np.ndarray

@@ -41,6 +41,7 @@ class RMSNorm(NormKind):
 
     name = "rms"
     title = "RMSNorm"
+    operator = staticmethod(rms_norm)
     post_refusal = (
         "post-norm RMSNorm flows are not implemented (docs/model.md section 7); use norm='pre'"
     )
@@ -53,17 +54,6 @@ class RMSNorm(NormKind):
     def random(self, rng: np.random.Generator, d: int, affine: bool) -> Parameters:
         """Gains 1 + 0.3 N(0, 1) with `affine` (and bias 0), else the defaults."""
         return (1.0 + 0.3 * rng.standard_normal(d), 0.0) if affine else self.default()
-
-    def apply(
-        self,
-        bk: Backend,
-        u: Array,
-        parameters: Parameters,
-        eps: Array,
-        weights: Array | None = None,
-    ) -> Array:
-        gain, bias = parameters
-        return rms_norm(bk, u, gain, bias, eps, weights)
 
     def jacobian_bound(
         self, x: np.ndarray, parameters: Parameters, eps: float, weight: np.ndarray
