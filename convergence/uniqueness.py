@@ -9,9 +9,8 @@ FLOOR (the differences reach rounding) mean the same limit. Two runs of one meth
 different precisions compute the same discrete solutions: their differences stay within
 the sum of the two runs' rounding allowances at every level. Verdicts: `LimitVerdict`.
 
-The methods' orders are those of `METHODS` (the post-LN orders: the ambient Strang
-variants are listed as order 1, though they are order 2 without a projection; the
-check then sees SUPERCONVERGENT, which it accepts).
+The methods' orders are their orders on the problem's norm placement
+(SteppingMethod.order).
 """
 
 from __future__ import annotations
@@ -159,7 +158,7 @@ def uniqueness_study(
                 )
             )
             continue
-        expected = float(min(method_a.order, method_b.order))
+        expected = float(min(method_a.order(problem.norm), method_b.order(problem.norm)))
         estimate = estimate_order(hs, differences, expected=expected, floor=max(floor))
         same = estimate.verdict in SAME_LIMIT_VERDICTS
         pairs.append(
@@ -177,7 +176,10 @@ def uniqueness_study(
         )
     return Uniqueness(
         runs=labels,
-        orders={label: method.order for label, (method, _) in zip(labels, runs, strict=True)},
+        orders={
+            label: method.order(problem.norm)
+            for label, (method, _) in zip(labels, runs, strict=True)
+        },
         steps_per_unit=levels,
         pairs=pairs,
         verdict=(

@@ -72,6 +72,9 @@ class MethodLevels:
     """The fitted order of the relative distances against dt = 1/m over the levels within
     ASYMPTOTIC of the limit, the limit's own relative error as the floor (None without a
     limit, or with fewer than FIT_LEVELS such levels)."""
+    expected_order: float | None = None
+    """The method's order on the network's flow (SteppingMethod.order), which `order` is
+    judged against and the report's slope guide draws."""
 
 
 def refine(
@@ -149,6 +152,7 @@ def method_levels(
         rises,
         _asymptotic_from(steps, distances) if limited else None,
         order,
+        expected,
     )
 
 

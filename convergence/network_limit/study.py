@@ -209,7 +209,7 @@ def network_limit(
             method_levels(
                 method,
                 *refine(steps, at, max_steps_per_unit),
-                expected=float(METHODS[method].order),
+                expected=float(METHODS[method].order(problem.norm)),
                 floor=None if limit is None else limit_error / size,
             )
         )

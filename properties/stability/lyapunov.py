@@ -250,7 +250,7 @@ def ftle_convergence(
         local = np.diff(np.log(differences)) / np.diff(np.log(hs))
     fitted = [i for i, e in enumerate(differences) if e > 10 * floor][-3:]
     fit = fit_line(np.log(hs[fitted]), np.log(differences[fitted]))
-    expected = stepping.order
+    expected = stepping.order(problem.norm)
     converges = len(fitted) == 3 and fit.slope_interval[0] > 0
     estimate = None
     if order_estimator is not None:

@@ -229,7 +229,7 @@ def stability_map(
                 points.append(
                     judge(
                         stepping.name,
-                        stepping.order,
+                        stepping.order(varied.norm),
                         float(scale),
                         float(temperature),
                         measured,

@@ -3,8 +3,8 @@
 kind "time-step": a problem, methods, steps_per_unit, a reference ("exact", "reference"
 or "richardson"), its steps, a precision and optional expected orders; one case per
 method. kind "splitting-table": the same for every Lie and Strang variant
-(convergence.time_step.SPLITTING_METHODS). For post-LN problems the expected order of a
-method defaults to the one docs/orders.md section 1 predicts (METHODS[name].order).
+(convergence.time_step.SPLITTING_METHODS). A method's expected order defaults to the one
+docs/orders.md section 1 predicts on the problem's norm placement (SteppingMethod.order).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from reports.schema import Field, array_of, integer, one_of, orders_by, precisio
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells
 from reports.tables import number as cell
 from solvers import backend
-from solvers.equation.norms import Placement
 from solvers.solving import METHODS
 
 METHOD_NAMES = tuple(METHODS)
@@ -49,9 +48,7 @@ def _cases(params: dict[str, Any], methods: tuple[str, ...] | list[str]) -> list
     params = with_default_problem(params)
     cases = []
     for method in methods:
-        expected = params["expected"].get(method)
-        if expected is None and Placement(params["problem"]["norm"]).constrained:
-            expected = float(METHODS[method].order)
+        expected = params["expected"].get(method)  # None: the method's order (the study's)
         case = {k: v for k, v in params.items() if k not in ("methods", "expected")}
         cases.append((method, case | {"method": method, "expected": expected}))
     return cases

@@ -35,7 +35,7 @@ class Extrapolation(SteppingMethod):
     events: bool = True
 
     @property
-    def order(self) -> int:
+    def free_order(self) -> int:
         return 2 * self.levels
 
     def step(

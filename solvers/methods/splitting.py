@@ -46,11 +46,15 @@ class Splitting(SteppingMethod):
     section 3)."""
 
     name: str
-    order: int
+    free_order: int
     sequence: tuple[SubStep, ...]
     sub_solver: Tableau | None
     sub_field: SubField = AMBIENT
     enters_constraint_set: bool = True
+
+    @property
+    def on_ambient_field(self) -> bool:
+        return self.sub_field is AMBIENT
 
     def step(
         self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
@@ -91,9 +95,9 @@ def _splitting(kind: str, sub_solver: Tableau | None, sub_field: SubField) -> Sp
     """Lie or Strang with a sub-solver (None: the accurate sub-flow) on a sub-field."""
     solver = "exact" if sub_solver is None else sub_solver.name
     name = f"{kind}-{solver}" + ("" if sub_field is TANGENT else "-ambient")
-    # Lie is first order whatever its sub-solvers; Strang is order 2 only with sub-solvers
-    # of order >= 2 on the tangent sub-fields (docs/orders.md section 1)
-    lifted = (sub_solver is None or sub_solver.order >= 2) and sub_field is TANGENT
+    # Lie is first order whatever its sub-solvers; Strang is order 2 with sub-solvers of
+    # order >= 2 (on a constrained flow only on the tangent sub-fields: SteppingMethod.order)
+    lifted = sub_solver is None or sub_solver.order >= 2
     order = 2 if kind == "strang" and lifted else 1
     sequence = STRANG_SEQUENCE if kind == "strang" else LIE_SEQUENCE
     return Splitting(name, order, sequence, sub_solver, sub_field)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from solvers.backends import Array, Backend
 from solvers.equation.flow import LayerFlow
+from solvers.equation.norms import Placement, as_placement
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,25 @@ class SteppingMethod:
     """A method that advances the flow over [t, t + h] in one step."""
 
     name: str
-    order: int
+    free_order: float
+    """The order of convergence on a flow without a constraint set (pre-norm or no norm):
+    the order of the method's own integrator (docs/orders.md section 1)."""
+    on_ambient_field = False
+    """Whether it steps the ambient field, before the tangent projection."""
     enters_constraint_set = True
     """Whether the driver projects onto the layer's constraint set at each layer start
     (the continuous problem starts from u(0) = P(f)); the Lie scheme does not, so that at
     dt = 1 it is the Transformer, whose input is not normalised."""
+
+    def order(self, placement: Placement | str) -> float:
+        """The order of convergence on a smooth flow with this norm placement (docs/orders.md
+        section 1, which lists every method): `free_order`, except that a method on the
+        ambient field of a constrained (post-norm) flow is of order 1, since an ambient
+        step followed by the projection errs by O(h^2) in the normal part (docs/schemes.md
+        section 2). The one place an expected order comes from."""
+        if as_placement(placement).constrained and self.on_ambient_field:
+            return 1
+        return self.free_order
 
     def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
         """The number system this method works in when asked for results in bk, and the

@@ -17,9 +17,13 @@ class Unsplit(SteppingMethod):
     """A tableau on the whole field (tangent or ambient), then the projection."""
 
     name: str
-    order: int
+    free_order: int
     tableau: Tableau
     field: SubField = TANGENT
+
+    @property
+    def on_ambient_field(self) -> bool:
+        return self.field is AMBIENT
 
     def step(
         self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
@@ -32,6 +36,6 @@ class Unsplit(SteppingMethod):
 
 UNSPLIT = (
     Unsplit("projected-rk4", 4, RK4, TANGENT),
-    Unsplit("ambient-rk4", 1, RK4, AMBIENT),
+    Unsplit("ambient-rk4", 4, RK4, AMBIENT),
     Unsplit("projected-rk2", 2, RK2, TANGENT),
 )

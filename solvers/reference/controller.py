@@ -87,12 +87,12 @@ class ControlledReference(SteppingMethod):
     """The error-controlled extrapolation as a method of `solve`: each span of a layer is
     crossed to `tol` (None: the working precision) in steps of at most span.length /
     span.steps, so steps_per_unit caps the step size and does not set the error. Its
-    `order` is infinite: its error does not depend on the step count."""
+    order is infinite: its error does not depend on the step count."""
 
     name: str = "reference"
     tol: float | None = None
     max_steps: int = MAX_STEPS
-    order: float = math.inf
+    free_order: float = math.inf
 
     def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
         """bk widened by the reference's guard digits, and this method at the tolerance

@@ -193,7 +193,7 @@ class _Run(SteppingMethod):
     reference is ControlledReference.step."""
 
     name = "reference"
-    order = math.inf
+    free_order = math.inf
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller

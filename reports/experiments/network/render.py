@@ -17,7 +17,6 @@ from reports.experiments.network.sentences import (
 from reports.figures import Figure, lines_figure
 from reports.tables import ORDER_HEADERS, latex_table, markdown_table, order_cells, slug
 from reports.tables import number as cell
-from solvers.solving import METHODS
 
 
 def _levels_table(result: NetworkLimit) -> tuple[list[str], list[list[str]]]:
@@ -98,7 +97,7 @@ def _rounding_rows(result: NetworkLimit) -> list[list[str]]:
 
 def _slope_guide(levels: MethodLevels) -> tuple[str, list[float], list[float]]:
     """The method's expected order as a line through its finest level: d (m_f / m)^p."""
-    p = float(METHODS[levels.method].order)
+    p = levels.expected_order
     finest, distance = levels.steps_per_unit[-1], levels.relative_distance[-1]
     x = [float(m) for m in levels.steps_per_unit]
     return f"slope -{p:g} (order of {levels.method})", x, [distance * (finest / m) ** p for m in x]
@@ -120,7 +119,7 @@ def _figures(title: str, result: NetworkLimit) -> list[Figure]:
                     "steps per unit",
                     "relative distance",
                     [(lv.method, lv.steps_per_unit, lv.relative_distance) for lv in limited],
-                    guides=[_slope_guide(lv) for lv in limited],
+                    guides=[_slope_guide(lv) for lv in limited if lv.expected_order is not None],
                     levels=[("limit's own error", error)] if error > 0 else [],
                 ),
             )

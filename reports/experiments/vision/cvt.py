@@ -30,7 +30,7 @@ from reports.experiments.base import (
 )
 from reports.experiments.vision.data import (
     FLOW_PERTURBATION,
-    ORDERS,
+    SCHEMES,
     SPREAD_BASE,
     gelu_layers,
     periodic_data,
@@ -148,7 +148,7 @@ def _flow_orders(case: dict[str, Any], seed: int) -> CvtFlowOrders:
         norm="pre",
         token_maps=projection.matrices(n),
     )
-    study = time_step_study(problem, list(ORDERS), case["steps_per_unit"], expected=ORDERS)
+    study = time_step_study(problem, SCHEMES, case["steps_per_unit"])
     return extended(CvtFlowOrders, study, grid=n, stride=FLOW_STRIDE)
 
 

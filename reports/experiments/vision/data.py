@@ -14,8 +14,8 @@ import numpy as np
 
 from solvers import LayerWeights
 
-ORDERS = {"lie": 1.0, "strang-rk2": 2.0, "projected-rk4": 4.0}
-"""The schemes of the vision time-step studies, with the orders they must show."""
+SCHEMES = ("lie", "strang-rk2", "projected-rk4")
+"""The schemes of the vision time-step studies (judged at their orders, SteppingMethod.order)."""
 SPREAD_BASE = np.array([1.0, -1.0, 0.5, -0.5])
 FLOW_PERTURBATION = 0.1
 """The flow grid data are SPREAD_BASE (feature spread sqrt(5/8) = 0.79) plus 0.1 times a

@@ -22,7 +22,7 @@ from properties.claim_check import CheckVerdict, ClaimCheck
 from properties.exactness.transformer_identity import check_lie_is_transformer
 from reports.claims import Claim, ClaimVerdict, Evidence, verified_or
 from reports.experiments.base import CaseKind, Judgement, Section, by_case_kind, extended
-from reports.experiments.vision.data import ORDERS, gelu_layers, smooth_2d, spread_2d
+from reports.experiments.vision.data import SCHEMES, gelu_layers, smooth_2d, spread_2d
 from reports.experiments.vision.parts import (
     grid_judgement,
     grid_part,
@@ -106,7 +106,7 @@ def _orders(case: dict[str, Any], seed: int) -> VitOrders:
     u0 = _initial_condition(rng, case, 1)[0]
     layers = gelu_layers(rng, case["d"], case["heads"], case["layers"], 0.8)
     problem = Problem(u0, PiecewiseControls(layers), len(layers), norm="pre")
-    study = time_step_study(problem, list(ORDERS), case["steps_per_unit"], expected=ORDERS)
+    study = time_step_study(problem, SCHEMES, case["steps_per_unit"])
     return extended(VitOrders, study, tokens=len(u0))
 
 
