@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solvers.backends import Array, Backend, convert
+from solvers.backends import Array, Backend
 from solvers.backends import backend as resolve_backend
 from solvers.equation.flow import LayerFlow
 from solvers.equation.problem import Problem
@@ -17,6 +17,7 @@ from solvers.methods.splitting import SPLITTINGS
 from solvers.methods.stepping import SteppingMethod
 from solvers.methods.unsplit import UNSPLIT
 from solvers.reference.controller import ControlledReference
+from solvers.reference.solution import solve_reference
 from solvers.validation import choice, positive_int
 
 METHODS: dict[str, SteppingMethod] = {
@@ -60,10 +61,12 @@ def solve(
     l < 1 gets ceil(l * steps_per_unit) equal steps). method "lie" with steps_per_unit=1
     is the standard Transformer; `solvers.solving.METHODS` lists the others (Strang
     splittings with Euler, RK2, RK4 or exact sub-flows on tangent or ambient sub-fields,
-    projected and ambient RK4, the extrapolation reference with and without ReLU event
-    location; docs/schemes.md). Returns a float array of the backend's precision (or an
-    object array for the arbitrary-precision backends). Raises NumericalBreakdownError
-    when the computation overflows or produces NaN in its number format.
+    projected and ambient RK4, the fixed extrapolation with and without ReLU event
+    location, and "reference", the error-controlled reference, which is
+    `solve_reference(problem).states`; docs/schemes.md). Returns a float array of the
+    backend's precision (or an object array for the arbitrary-precision backends).
+    Raises NumericalBreakdownError when the computation overflows or produces NaN in its
+    number format.
     """
     return solve_layers(problem, method, steps_per_unit, backend)[-1]
 
@@ -81,13 +84,12 @@ def solve_layers(
     method = checked_method(problem, method)
     steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
     bk = resolve_backend(backend)
-    wide, method = method.working_precision(bk)
+    if isinstance(method, ControlledReference):  # its one path: guard digits, certification
+        return solve_reference(
+            problem, method.tol, bk, steps_per_unit=steps_per_unit, max_steps=method.max_steps
+        ).states
 
     def computation(working: Backend) -> Array:
         return integrate(problem, method, steps_per_unit, LayerFlow.from_problem(problem, working))
 
-    result = wide.certify(computation)
-    if wide is not bk:  # points rounded to bk, as solve_reference returns them
-        with bk.active():
-            result = bk.midpoints(convert(result, wide, bk))
-    return bk.to_output(result)
+    return bk.to_output(bk.certify(computation))

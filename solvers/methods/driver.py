@@ -32,11 +32,13 @@ def integrate(
     """The states at the layer boundaries of `problem`, stepped by `method` on `flow`
     (in its backend, already active).
 
-    The loop behind `solve_layers`, for instrumented studies: `flow` may be a LayerFlow
+    The loop behind `solve_layers` and `solve_reference`, for instrumented studies (one
+    run of `method`, SteppingMethod.run, crosses every layer): `flow` may be a LayerFlow
     subclass that records what the method evaluates, and `on_step` sees every committed
     step (solvers.methods.stepping.Step). No validation and no certification here.
     """
     bk = flow.bk
+    method = method.run(flow, steps_per_unit)
     u = problem.initial_state(bk)
     states = [u]
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below

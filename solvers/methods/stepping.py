@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from solvers.backends import Array, Backend
+from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
 from solvers.equation.norms import Placement, as_placement
 
@@ -67,11 +67,11 @@ class SteppingMethod:
             return 1
         return self.free_order
 
-    def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
-        """The number system this method works in when asked for results in bk, and the
-        method to run there: bk and itself, unless the method adds guard digits (the
-        reference, solvers.reference.guard_digits)."""
-        return bk, self
+    def run(self, flow: LayerFlow, steps_per_unit: int) -> SteppingMethod:
+        """The method that crosses the spans of one run of the layer loop on `flow`: itself,
+        unless it carries state from layer to layer (the reference's controller,
+        solvers.reference.controller.ReferenceRun)."""
+        return self
 
     def step(
         self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None

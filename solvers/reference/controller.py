@@ -17,12 +17,12 @@ the error estimates too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 
-from solvers.backends import Array, Backend
+from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
 from solvers.errors import IntegrationError
 from solvers.integrators.dense_output import DenseOutput, dense_output
@@ -30,7 +30,7 @@ from solvers.integrators.tableaux import DENSE, EVEN
 from solvers.methods.kinks import ActivationPattern
 from solvers.methods.stepping import Span, Step, StepHook, SteppingMethod
 from solvers.reference.global_error import GlobalError
-from solvers.reference.guard_digits import reference_precision, tolerance_for
+from solvers.reference.guard_digits import tolerance_for
 from solvers.reference.softmax_reach import softmax_reach
 from solvers.reference.step_control import StepControl
 from solvers.reference.stepper import Attempt, attempt_step
@@ -84,25 +84,25 @@ class Work:
 
 @dataclass(frozen=True)
 class ControlledReference(SteppingMethod):
-    """The error-controlled extrapolation as a method of `solve`: each span of a layer is
-    crossed to `tol` (None: the working precision) in steps of at most span.length /
-    span.steps, so steps_per_unit caps the step size and does not set the error. Its
-    order is infinite: its error does not depend on the step count."""
+    """The error-controlled extrapolation as a method: a run of it (`run`) crosses every
+    layer to `tol` (None: the working precision) with one controller, in steps of at most
+    1 / steps_per_unit, so steps_per_unit caps the step size and does not set the error.
+    Its order is infinite: its error does not depend on the step count. `solve` and
+    `solve_layers` hand it to `solve_reference`, which adds the guard digits, certifies
+    and rounds back (solvers.reference.solution)."""
 
     name: str = "reference"
     tol: float | None = None
     max_steps: int = MAX_STEPS
     free_order: float = math.inf
 
-    def working_precision(self, bk: Backend) -> tuple[Backend, SteppingMethod]:
-        """bk widened by the reference's guard digits, and this method at the tolerance
-        they serve (solvers.reference.guard_digits)."""
-        working, tol = reference_precision(bk, self.tol)
-        return working, replace(self, tol=tol)
-
     def controller(self, flow: LayerFlow, work: Work, max_step: float = 1.0) -> Controller:
         """A controller of this method's tolerance and budget on `flow`."""
         return Controller(flow, tolerance_for(flow.bk, self.tol), self.max_steps, work, max_step)
+
+    def run(self, flow: LayerFlow, steps_per_unit: int) -> ReferenceRun:
+        """One run over the layers: one controller, its steps at most 1 / steps_per_unit."""
+        return ReferenceRun(self.controller(flow, Work(), 1.0 / steps_per_unit))
 
     def step(
         self, flow: LayerFlow, n: int, t: Array, u: Array, h: Array, pattern: Array | None = None
@@ -111,14 +111,32 @@ class ControlledReference(SteppingMethod):
         `pattern`, along the flow with that activation pattern held (no events)."""
         return self.controller(flow, Work()).cross(n, t, u, h, pattern)
 
+
+class ReferenceRun(SteppingMethod):
+    """One run of the reference over a whole problem, as the layer loop crosses it: one
+    controller across the layers (its step size, column and global estimate carry over),
+    its global estimate recorded at every layer boundary (`errors`), its work in `work`.
+    It only crosses spans: a single step of the reference is ControlledReference.step."""
+
+    name = "reference"
+    free_order = math.inf
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.errors = [0.0]
+
+    @property
+    def work(self) -> Work:
+        return self.controller.work
+
     def advance(
         self, flow: LayerFlow, span: Span, u: Array, on_step: StepHook | None = None
     ) -> Array:
         """u at the end of the span, with every ReLU kink located; `on_step` sees every
         accepted step with the pattern it held."""
-        max_step = flow.bk.to_float64(span.length) / span.steps
-        controller = self.controller(flow, Work(), max_step)
-        return controller.cross(span.layer, span.start, u, span.length, on_step=on_step)
+        u = self.controller.cross(span.layer, span.start, u, span.length, on_step=on_step)
+        self.errors.append(self.controller.error)
+        return u
 
 
 @dataclass

@@ -15,11 +15,9 @@ from solvers.equation.problem import Problem
 from solvers.errors import InvalidInputError
 from solvers.methods.driver import integrate
 from solvers.methods.solvable import check_solvable
-from solvers.methods.stepping import Span, StepHook, SteppingMethod
 from solvers.reference.controller import (
     MAX_STEPS,
     ControlledReference,
-    Controller,
     ReferenceEvent,
     Work,
 )
@@ -96,7 +94,7 @@ def solve_reference(
     check_solvable(problem, ControlledReference())
     bk = resolve_backend(backend)
     tol = None if tol is None else positive_number("tol", tol)
-    cap = 1.0 / positive_int("steps_per_unit", steps_per_unit)
+    steps_per_unit = positive_int("steps_per_unit", steps_per_unit)
     max_steps = positive_int("max_steps", max_steps)
     real = problem.real_tokens()
     check_range(bk, tol, ASSESSMENT_RATIO if assess else None)  # before any run
@@ -106,10 +104,9 @@ def solve_reference(
         attempts: list[tuple[Work, list[float]]] = []  # certification may run it again
 
         def computation(working: Backend) -> Array:
-            work = Work()
             flow = LayerFlow.from_problem(problem, working)
-            stepping = _Run(Controller(flow, tol, max_steps, work, max_step=cap))
-            attempts.append((work, stepping.errors))
+            stepping = ControlledReference(tol=tol, max_steps=max_steps).run(flow, steps_per_unit)
+            attempts.append((stepping.work, stepping.errors))
             return integrate(problem, stepping, steps_per_unit, flow)
 
         states = working.certify(computation, tolerance=tol)
@@ -184,24 +181,3 @@ def _distances(
             size = np.max(np.abs(working.to_float64(rows))) + working.max_radius(rows)
             sizes.append(float(size) * (1 + 2 * max(working.unit_roundoff, 2.0**-53)))
     return sizes
-
-
-class _Run(SteppingMethod):
-    """The reference over a whole problem as one method of the layer loop: one controller
-    across the layers (its step size, column and global estimate carry over), its global
-    estimate recorded at every layer boundary. It only crosses spans: a single step of the
-    reference is ControlledReference.step."""
-
-    name = "reference"
-    free_order = math.inf
-
-    def __init__(self, controller: Controller) -> None:
-        self.controller = controller
-        self.errors = [0.0]
-
-    def advance(
-        self, flow: LayerFlow, span: Span, u: Array, on_step: StepHook | None = None
-    ) -> Array:
-        u = self.controller.cross(span.layer, span.start, u, span.length, on_step=on_step)
-        self.errors.append(self.controller.error)
-        return u

@@ -413,3 +413,21 @@ def test_an_assessed_reference_at_its_default_tolerance_widens_and_knows_its_err
         assert true[n] <= result.error[n] + truth.error[n]
         # the runs were compared before each was rounded back to bk, by up to `rounding`
         assert result.error[n] >= result.check.error[n] + distance[n] - 2 * rounding
+
+
+@pytest.mark.parametrize("precision", [backend("float64"), backend("arb", 30)], ids=repr)
+def test_solve_with_the_reference_is_solve_reference(precision):
+    """One error-controlled reference: solve(p, "reference") and solve_reference(p) run one
+    code path and return the same bits, on a three-layer pre-LN problem with a padding
+    mask, in float64 and in arb."""
+    rng = np.random.default_rng(44)
+    layers = [LayerWeights.random(6, 2, 8, rng, activation="gelu") for _ in range(3)]
+    u0 = rng.standard_normal((2, 5, 6))
+    mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
+    problem = Problem(u0, PiecewiseControls(layers), 3.0, norm="pre", mask=mask)
+    through_solve = solve(problem, "reference", 1, precision)
+    reference = solve_reference(problem, backend=precision)
+    assert through_solve.dtype == reference.states[-1].dtype
+    assert np.array_equal(
+        precision.to_strings(through_solve), precision.to_strings(reference.states[-1])
+    )
