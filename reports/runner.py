@@ -8,8 +8,7 @@ whose parameters or seed no longer match the study, or that failed, runs again. 
 that raises is recorded with its error and the others go on. Every case runs its linear
 algebra on one thread (threadpoolctl), a serial run too, so N workers use N cores: the
 studies' matrices are small, and OpenBLAS's second thread, spinning while it waits for
-work, cost the built-in study's cases 119 s of CPU against 91 on one thread, on two cores,
-for no shorter wall time (92 s against 91). Progress (cases done, running, and the time
+work, costs CPU for no shorter wall time. Progress (cases done, running, and the time
 left as `Eta` estimates it, knowing that cases differ) goes to `progress`.
 """
 
@@ -51,10 +50,10 @@ EXPECTED_SECONDS = {
     "vit": 0.2,
     "well-posedness": 0.16,
 }
-"""Seconds a case of each kind takes: the mean over the built-in study's cases of that
-kind on the machine the README names (the network limits: 14 s for the ViT, 1.7 to 6.0
-for the others). What the ETA expects of a kind before its first case finishes; a kind
-missing here is expected to take their mean."""
+"""Seconds a case of each kind takes, the mean over the built-in study's cases of that
+kind (the pace of the machine the README names; a run scales them by its own pace): what
+the ETA expects of a kind before its first case finishes; a kind missing here is
+expected to take their mean."""
 
 
 class Eta:
@@ -62,8 +61,8 @@ class Eta:
     of its experiment's finished cases or, before one has finished, its kind's
     EXPECTED_SECONDS times this run's pace (the finished cases' seconds over what their
     kinds expected: a slower machine or a loaded one); the remaining seconds are shared
-    among the workers, but no run ends before its longest remaining case. A mean time per
-    case alone said 7 s before a case of 143 s."""
+    among the workers, but no run ends before its longest remaining case (a mean time
+    per case alone would promise seconds before a case of minutes)."""
 
     def __init__(self, cases: list[Case], workers: int) -> None:
         self.pending = {case.id: case for case in cases}

@@ -1,12 +1,6 @@
-"""Every number system at the precisions the tests use."""
+"""Every number system at the precisions the tests use: the registered ones
+(solvers.backends.REGISTRY), an arbitrary precision at its typical digits."""
 
-from solvers import backend
+from solvers.backends import registered
 
-LOW_PRECISIONS = (backend("float16"), backend("bfloat16"), backend("float32"))
-ALL_PRECISIONS = (
-    *LOW_PRECISIONS,
-    backend("float64"),
-    backend("longdouble"),
-    backend("mpmath", 30),
-    backend("arb", 30),
-)
+ALL_PRECISIONS = tuple(registered())

@@ -6,6 +6,7 @@ nothing that only drawing or reading models needs."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from solvers.backends import REGISTRY, Backend
 from solvers.equation.norms import KINDS, Placement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +31,7 @@ ROOMS = {
     "solvers.errors": set(),
     "solvers.validation": {"solvers.errors"},
     "solvers.backends": {"solvers.errors"},
-    "solvers.results": set(),
+    "solvers.results": {"solvers.backends"},
     "solvers.integrators": {"solvers.errors", "solvers.backends"},
     "solvers.equation": _BASE,
     "solvers.space": _BASE | {"solvers.equation"},
@@ -152,15 +154,37 @@ def test_the_room_rules_catch_a_wrong_import(importer, imported):
 
 
 CONCRETE_BACKENDS = {
-    f"solvers.backends.{name}"
-    for name in ("floats", "longdouble", "fused", "mpmath_numbers", "arb_balls")
+    name
+    for name in MODULES
+    if name.startswith("solvers.backends.") and name != "solvers.backends.base"
 }
+"""Every module of solvers/backends/ but the protocol: the number systems and their kernels."""
+
+
+def _backend_classes() -> set[str]:
+    """The names of every Backend subclass in the concrete backends' modules."""
+    for name in sorted(CONCRETE_BACKENDS):
+        importlib.import_module(name)
+    found, stack = set(), [Backend]
+    while stack:
+        for subclass in stack.pop().__subclasses__():
+            found.add(subclass.__name__)
+            stack.append(subclass)
+    return found
+
+
 BACKEND_QUESTIONS = re.compile(
-    r"""(\.name|\bname)\s*(==|!=|\bin\b)\s*\(?\s*["'](float16|bfloat16|float32|float64|"""
-    r"""longdouble|mpmath|arb)["']"""
-    r"|isinstance\([^)]*(Mpmath|Arb|NativeFloat|LongDouble|FusedFloat|MixedPrecision)Backend"
-    r"|\b(bk|backend|precision|working)\.dtype\b"
+    r"""(\.name|\bname)\s*(==|!=|\bin\b)\s*\(?\s*["']("""
+    + "|".join(re.escape(name) for name in REGISTRY)
+    + r""")["']"""
+    + r"|isinstance\([^)]*("
+    + "|".join(sorted(_backend_classes()))
+    + r")"
+    + r"|\b(bk|backend|precision|working)\.dtype\b"
 )
+"""A comparison of a backend's name with a registered one, an isinstance on a Backend
+class, or a backend's dtype (the names and classes derived from the registry and the
+modules, so that a new backend is covered by adding it)."""
 
 
 def backend_questions(sources: dict[str, str], graph: dict[str, set[str]]) -> list[str]:

@@ -13,7 +13,7 @@ from properties.claim_check import ClaimCheck, largest_magnitude, require_finite
 from properties.conditioning.rounding_bounds import attention_rounding_bound
 from solvers import LayerWeights, backend
 from solvers.backends import Array, Backend, convert
-from solvers.equation.operators import Normalise, attention, attention_heads, combine_heads
+from solvers.equation.operators import RowWeights, attention, attention_heads, combine_heads
 from solvers.results.allowances import rounding_gamma
 
 CERTIFICATE_DIGITS = 20
@@ -28,7 +28,7 @@ def check_attention_weights(
     precision: str | Backend = "float64",
     causal: bool = False,
     token_weights: np.ndarray | None = None,
-    normalise: Normalise | None = None,
+    row_weights: RowWeights | None = None,
 ) -> list[ClaimCheck]:
     """Attention rows are probability vectors and each head's output lies in its values' hull.
 
@@ -38,7 +38,7 @@ def check_attention_weights(
     A(U) (the heads are the operator's; twice A's bound); min_j V_jc <= O_ic <= max_j V_jc
     over the keys j row i sees (gamma_3N max_j |V_jc|); and the certificate: O_i lies
     within |O_i - P_i V / sum_j P_ij| of conv{V_j}, evaluated exactly enough (mpmath with
-    CERTIFICATE_DIGITS more digits; gamma_2N max |V|). `normalise` replaces the softmax
+    CERTIFICATE_DIGITS more digits; gamma_2N max |V|). `row_weights` replaces the softmax
     (negative control).
     """
     layer = checked_layer(layer)
@@ -56,13 +56,15 @@ def check_attention_weights(
         "d_v": layer.d_v,
         "causal": bool(causal),
         "token_weights": token_weights is not None,
-        "normalise": "softmax" if normalise is None else getattr(normalise, "__name__", "custom"),
+        "row_weights": "softmax"
+        if row_weights is None
+        else getattr(row_weights, "__name__", "custom"),
     }
     with bk.active(), np.errstate(over="ignore", invalid="ignore"):  # reported as breakdown
         w = layer.on(bk)
         x = bk.asarray(u, "u")
         b = problem.score_bias(bk)
-        weights, values, outputs = attention_heads(bk, x, w, b, normalise=normalise)
+        weights, values, outputs = attention_heads(bk, x, w, b, row_weights=row_weights)
         row_sums = bk.sum(weights, -1)
         operator = attention(bk, x, w, b)
         for value in (weights, outputs, operator):

@@ -1,7 +1,10 @@
 """The paper's exactness claims (reports.exactness) as a study experiment, one case per check.
 
-kind "claims" has no keys. Each case rebuilds the built-in list of exactness cases and
-runs entry `index`.
+kind "claims" has no keys. A case is keyed by its label, the same on every machine: each
+rebuilds the built-in list of exactness cases and runs the one of that label, and a
+worker that cannot (no torch for a torch case, or a label no case has) refuses it by
+name, so a resumed run or another worker never runs a different check under a stored
+key.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from reports.experiments.base import CaseKind, Experiment, Judgement, Record, Se
 from reports.merit import bounded_merit
 from reports.tables import latex_table, markdown_table, number
 from solvers.errors import InvalidInputError
+from solvers.io.torch_modules import torch_available
 
 GROUPS = (
     ("Lie dt=1", "transformer"),
@@ -39,14 +43,19 @@ class ExactnessResult:
 
 
 def _cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [(case.label, {"index": k}) for k, case in enumerate(exactness_cases())]
+    return [(case.label, {"label": case.label}) for case in exactness_cases()]
 
 
 def run(case: dict[str, Any], seed: int) -> ExactnessResult:
-    cases = exactness_cases()
-    if case["index"] >= len(cases):
-        raise InvalidInputError(f"there is no exactness case {case['index']} on this machine")
-    chosen = cases[case["index"]]
+    label = case["label"]
+    chosen = next((c for c in exactness_cases(every=True) if c.label == label), None)
+    if chosen is None:
+        raise InvalidInputError(f"there is no exactness case {label!r}")
+    if chosen.needs_torch and not torch_available():
+        raise InvalidInputError(
+            f"exactness case {label!r} compares with torch, which this machine does not "
+            "have: pip install 'tide-suite[models]'"
+        )
     return ExactnessResult(chosen.label, CheckVerdict(chosen.expectation), chosen.run())
 
 

@@ -14,11 +14,16 @@ from solvers.errors import InvalidInputError
 @dataclass(frozen=True)
 class BackendFactory:
     """How to make the backend called `name`: `digits` is the allowed range of decimal
-    digits (inclusive) for an arbitrary-precision system, None for a fixed format."""
+    digits (inclusive) for an arbitrary-precision system, None for a fixed format;
+    `typical_digits` the digits the built-in checks and the tests run it at (for an
+    arbitrary precision); `packages` the Python distributions besides numpy that compute
+    its numbers (recorded in every result's provenance)."""
 
     name: str
     make: Callable[[int | None], Backend]
     digits: tuple[int, int] | None = None
+    typical_digits: int | None = None
+    packages: tuple[str, ...] = ()
 
 
 def _float(name: str) -> Callable[[int | None], Backend]:
@@ -56,19 +61,37 @@ def _arb(digits: int | None) -> Backend:
 
 
 DIGITS_RANGE = (5, 10000)
+TYPICAL_DIGITS = 30
 REGISTRY: dict[str, BackendFactory] = {
     factory.name: factory
     for factory in (
-        *(
-            BackendFactory(name, _float(name))
-            for name in ("float16", "bfloat16", "float32", "float64", "longdouble")
-        ),
-        BackendFactory("mpmath", _mpmath, DIGITS_RANGE),
-        BackendFactory("arb", _arb, DIGITS_RANGE),
+        BackendFactory("float16", _float("float16")),
+        BackendFactory("bfloat16", _float("bfloat16"), packages=("ml_dtypes",)),
+        *(BackendFactory(name, _float(name)) for name in ("float32", "float64", "longdouble")),
+        BackendFactory("mpmath", _mpmath, DIGITS_RANGE, TYPICAL_DIGITS, ("mpmath",)),
+        BackendFactory("arb", _arb, DIGITS_RANGE, TYPICAL_DIGITS, ("python-flint",)),
     )
 }
-"""Every number system by name: the one source of backend names and digit ranges."""
+"""Every number system by name: the one source of backend names, digit ranges and the
+lists derived from them (`registered`, the provenance's packages, the exactness study's
+precisions, the reference's wider formats)."""
 BACKEND_NAMES = tuple(REGISTRY)
+
+
+def registered(fixed_only: bool = False) -> list[Backend]:
+    """Every registered number system, an arbitrary precision at its typical digits, in
+    registration order (`fixed_only`: the fixed formats alone), as REGISTRY holds them now."""
+    return [
+        backend(name, factory.typical_digits)
+        for name, factory in REGISTRY.items()
+        if not (fixed_only and factory.digits is not None)
+    ]
+
+
+def backend_packages() -> list[str]:
+    """The distributions the registered number systems compute with, in registration order."""
+    return list(dict.fromkeys(p for factory in REGISTRY.values() for p in factory.packages))
+
 
 _cache: dict[tuple[str, int | None], Backend] = {}
 
@@ -86,7 +109,7 @@ def backend(name: str | Backend, digits: int | None = None) -> Backend:
         return name
     if name not in REGISTRY:
         raise InvalidInputError(
-            f"unknown backend {name!r}; allowed: {', '.join(repr(n) for n in BACKEND_NAMES)}"
+            f"unknown backend {name!r}; allowed: {', '.join(repr(n) for n in REGISTRY)}"
         )
     factory = REGISTRY[name]
     if factory.digits is None and digits is not None:
@@ -126,4 +149,14 @@ def convert(value: Array, source: str | Backend, target: str | Backend) -> Array
         return target.asarray(numbers)
 
 
-__all__ = ["BACKEND_NAMES", "REGISTRY", "Array", "Backend", "BackendFactory", "backend", "convert"]
+__all__ = [
+    "BACKEND_NAMES",
+    "REGISTRY",
+    "Array",
+    "Backend",
+    "BackendFactory",
+    "backend",
+    "backend_packages",
+    "convert",
+    "registered",
+]

@@ -39,6 +39,8 @@ class Backend(ABC):
     """u: the bound on the relative rounding error of one operation."""
     measures_rounding: bool = False
     """Whether results carry a rigorous bound of their rounding (ball radii, max_radius)."""
+    largest: float = math.inf
+    """The largest finite number the system holds (inf: an exponent of arbitrary size)."""
     overflows: bool = True
     """Whether exp can overflow at the size of attention scores: a fixed format's exponent
     range is bounded; mpmath's and arb's exponents are arbitrary-precision integers (arb's

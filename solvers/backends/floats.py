@@ -49,6 +49,8 @@ class NativeFloatBackend(Backend):
         self.dtype = np.dtype(dtype)
         self._info = np.finfo(self.dtype) if self.dtype.kind == "f" else _ml_finfo(self.dtype)
         self.unit_roundoff = float(self._info.eps) / 2
+        with np.errstate(over="ignore"):  # long double's largest is beyond float64's
+            self.largest = float(self._info.max)
 
     def asarray(self, value: object, name: str = "value") -> Array:
         """Round numbers, float arrays or decimal strings to the format.

@@ -26,7 +26,7 @@ TokenMap = Callable[[Array], Array]
 """A linear map in the token variable: takes (..., N, w) to (..., N', w), acting on axis -2."""
 
 
-Normalise = Callable[[Backend, Array], Array]
+RowWeights = Callable[[Backend, Array], Array]
 """Maps a head's scores (..., H, N, M) to its mixing weights (the row softmax by default)."""
 
 
@@ -68,16 +68,16 @@ def attention_heads(
     layer: BackendLayer,
     score_bias: Array | None = None,
     token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
-    normalise: Normalise | None = None,
+    row_weights: RowWeights | None = None,
     rotary: tuple[Array, Array] | None = None,
 ) -> tuple[Array, Array, Array]:
     """Per query head h: (P_h, V_h, O_h) with P_h = softmax_rows(s Q_h K_h^T + B),
     O_h = P_h V_h, of shapes (..., H, N, M), (..., H, M, d_v), (..., H, N, d_v): the pieces
-    `attention` sums, for the checks that look inside a head. `normalise` replaces the row
+    `attention` sums, for the checks that look inside a head. `row_weights` replaces the row
     softmax. A layer with rotary positions without `rotary` tables is refused.
     """
     scores, values = attention_scores(bk, u, layer, score_bias, token_maps, rotary)
-    weights = bk.softmax_(scores) if normalise is None else normalise(bk, scores)
+    weights = bk.softmax_(scores) if row_weights is None else row_weights(bk, scores)
     return weights, values, bk.matmul(weights, values)
 
 

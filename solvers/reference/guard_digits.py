@@ -11,7 +11,7 @@ ROUNDING_SHARE of the tolerance. Without guard digits the usable columns are cap
 the rounding alone, the same at every precision, so more digits cost more steps at a
 fixed order; with them the order grows with the digits and more digits cost more work
 per step instead. A fixed format (float16 .. longdouble) cannot widen: its reference
-works at its own precision to at least TOLERANCE_FLOOR unit roundoffs, as before.
+works at its own precision to at least TOLERANCE_FLOOR unit roundoffs.
 
 `tighter_precision` picks the number system of an assessment's tighter run
 (solvers.reference.solution): bk itself where its floor allows the tighter tolerance,
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import sys
 
-from solvers.backends import Backend, backend
+from solvers.backends import Backend, backend, registered
 from solvers.errors import InvalidInputError
 from solvers.reference.step_control import (
     MAX_COLUMNS,
@@ -124,24 +124,20 @@ def _at(bk: Backend, digits: int) -> Backend:
     return bk.widened(digits - bk.digits)
 
 
-WIDER_FORMATS = ("float32", "float64", "longdouble")
-"""The fixed formats a tighter run may widen to, narrowest first (each holds the range of
-those before it, and of float16 and bfloat16)."""
-
-
 def tighter_precision(bk: Backend, tol: float) -> Backend:
     """The number system in which a reference can work to `tol`: bk where it can (a
     variable precision widened by the digits its floor 10^-D / DIGIT_SAFETY needs), else
-    the narrowest fixed format of more digits than bk whose floor of TOLERANCE_FLOOR unit
-    roundoffs is at most `tol`, else mpmath at the digits that floor needs (its guard
-    digits then make it wider than bk)."""
+    the narrowest registered fixed format of more digits and at least bk's range whose
+    floor of TOLERANCE_FLOOR unit roundoffs is at most `tol`, else mpmath at the digits
+    that floor needs (its guard digits then make it wider than bk)."""
     digits = math.ceil(-math.log10(DIGIT_SAFETY * positive_number("tol", tol)))
     while _floor(digits) > tol:  # the logarithm rounded down
         digits += 1
     if _variable(bk):
         return bk.widened(max(0, digits - bk.digits))
-    wider = (backend(name) for name in WIDER_FORMATS)
-    for candidate in (bk, *(c for c in wider if c.unit_roundoff < bk.unit_roundoff)):
+    wider = sorted(registered(fixed_only=True), key=lambda c: -c.unit_roundoff)
+    holds = [c for c in wider if c.unit_roundoff < bk.unit_roundoff and c.largest >= bk.largest]
+    for candidate in (bk, *holds):
         if TOLERANCE_FLOOR * candidate.unit_roundoff <= tol:
             return candidate
     return backend("mpmath", max(digits, 5))

@@ -11,13 +11,17 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import ParamSpec, TypeVar
 
-PACKAGES = ("tide-suite", "numpy", "scipy", "mpmath", "python-flint", "ml_dtypes")
+from solvers.backends import backend_packages
+
+PACKAGES = ("tide-suite", "numpy", "scipy")
+"""The distributions every result's numbers depend on; the number systems add theirs
+(solvers.backends.backend_packages)."""
 
 
 def versions() -> dict[str, str]:
     """Versions of Python and of the packages that determine the numbers."""
     found = {"python": platform.python_version()}
-    for package in PACKAGES:
+    for package in (*PACKAGES, *backend_packages()):
         try:
             found[package] = version(package)
         except PackageNotFoundError:

@@ -259,7 +259,7 @@ def test_wrong_attention_weights_are_flagged(rng):
         return scores - bk.sum(scores, -1) / scores.shape[-1]
 
     verdicts = {
-        f.__name__: {c.claim: c.verdict for c in check_attention_weights(layer, u, normalise=f)}
+        f.__name__: {c.claim: c.verdict for c in check_attention_weights(layer, u, row_weights=f)}
         for f in (unnormalised, signed)
     }
     assert verdicts["unnormalised"] == {

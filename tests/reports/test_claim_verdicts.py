@@ -83,12 +83,12 @@ def _exactness(*fails: str) -> list[Record]:
             "claims",
             "claims",
             label,
-            {"index": k},
+            {"label": label},
             0,
             "ok",
             ExactnessResult(label, CheckVerdict.HOLDS, [_check(label not in failing)]),
         )
-        for k, label in enumerate(LABELS)
+        for label in LABELS
     ]
 
 

@@ -306,9 +306,9 @@ def test_an_assessment_runs_where_the_tighter_tolerance_is_above_the_floor(name,
     """The tighter run of an assessment works in the given number system where its
     floor allows `tol`, else in the narrowest wider one whose floor does (no narrower
     digits than asked, no wider than needed)."""
+    from solvers.backends import registered
     from solvers.reference.guard_digits import (
         TOLERANCE_FLOOR,
-        WIDER_FORMATS,
         reference_precision,
         tighter_precision,
     )
@@ -322,7 +322,8 @@ def test_an_assessment_runs_where_the_tighter_tolerance_is_above_the_floor(name,
         if chosen.digits > (bk.digits or 0):
             assert reference_precision(chosen.widened(-1), tol)[1] > tol
     else:
-        narrower = [backend(n) for n in (name, *WIDER_FORMATS)]
+        assert chosen.largest >= bk.largest  # it holds bk's range
+        narrower = [bk, *(c for c in registered(fixed_only=True) if c.largest >= bk.largest)]
         for other in narrower:
             if chosen.unit_roundoff < other.unit_roundoff <= bk.unit_roundoff:
                 assert TOLERANCE_FLOOR * other.unit_roundoff > tol

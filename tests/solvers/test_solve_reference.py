@@ -160,11 +160,9 @@ def test_a_stiff_field_is_solved_not_garbled(stiff):
 STIFF_CASES = [(norm, ("float64",), m) for norm in ("none", "post") for m in (1, 2, 4, 8)] + [
     (norm, ("mpmath", 30), 1) for norm in ("none", "post")
 ]
-"""Every case in float64; in mpmath m = 1 for each norm ("none" is the one that used to
-divide by zero), as a call takes 8 to 10 s there (benchmarks/test_reference_stiff.py; its
-steps are far shorter than 1/8, to its 1e-31 tolerance with guard digits, so every m does
-the same work): the other m pass too (measured when this test was written; the issue-15
-closing note has the figures)."""
+"""Every case in float64; in mpmath m = 1 for each norm: an mpmath call is the costly one
+(benchmarks/test_reference_stiff.py times it), and its steps are far shorter than 1/8 at
+its 1e-31 tolerance with guard digits, so every m does the same work there."""
 
 
 @pytest.mark.parametrize(("norm", "precision", "m"), STIFF_CASES, ids=str)
