@@ -30,7 +30,7 @@ Projection = Callable[[Backend, Array], Array]
 
 
 def s1_projection(sigma1: float, sigma2: float) -> Projection:
-    """P onto S1(sigma1, sigma2) as a Projection (`solvers.equation.operators.project_to_s1`)."""
+    """P onto S1(sigma1, sigma2) as a Projection (`solvers.equation.norms.project_to_s1`)."""
 
     def projection(bk: Backend, x: Array) -> Array:
         return project_to_s1(bk, x, sigma1, sigma2)

@@ -5,8 +5,10 @@ files that carry it."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+import pickle
 import re
 
 import numpy as np
@@ -203,3 +205,10 @@ def test_model_files_carry_dyt_layers_and_a_dyt_readout(tmp_path):
         )
     states = rng.standard_normal((2, 4, 8))
     assert np.array_equal(model.readout(states), loaded.readout(states))
+
+
+def test_a_pickled_or_copied_kind_is_the_registered_one():
+    """Weights sent to a worker or deep-copied keep the registry's kind objects."""
+    layer = _layers()[0]
+    for copied in (pickle.loads(pickle.dumps(layer)), copy.deepcopy(layer)):
+        assert copied.norm_kind is DYT

@@ -25,6 +25,10 @@ Parameters = tuple
 """A norm's parameters, in the order of its kind's `parameters` names."""
 
 
+_INSTANCES: dict[type, NormKind] = {}
+"""The one instance of each kind (NormKind.__new__)."""
+
+
 class NormKind(ABC):
     """One kind of norm, a singleton registered in solvers.equation.norms.KINDS.
 
@@ -55,6 +59,15 @@ class NormKind(ABC):
         return self is other
 
     __hash__ = object.__hash__
+
+    def __new__(cls) -> NormKind:
+        """One instance per kind: a copy (a worker's, a deep copy) is the same object."""
+        if cls not in _INSTANCES:
+            _INSTANCES[cls] = super().__new__(cls)
+        return _INSTANCES[cls]
+
+    def __reduce__(self) -> tuple:
+        return (type(self), ())
 
     def __repr__(self) -> str:
         return self.name
