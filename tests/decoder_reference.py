@@ -3,7 +3,7 @@ Qwen2), written from the Hugging Face modules' mathematics with numpy alone and 
 state_dict's names: the truth for the suite's twins at 1e-13, where the library itself
 computes RMSNorm, the rotary tables and an eager softmax in float32 (docs/model.md
 section 7). It shares no code with the suite. Its agreement with the library at the
-library's own precision is tested beside it (tests/solvers/test_decoders.py).
+library's own precision is tested beside it (tests/solvers/io/test_decoders.py).
 """
 
 from __future__ import annotations

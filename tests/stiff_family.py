@@ -1,5 +1,5 @@
 """The stiff family: two layers of random attention whose FFN is linear and damped, with
-eigenvalues from -1 to -STIFFNESS (tests/solvers/test_solve_reference.py checks the
+eigenvalues from -1 to -STIFFNESS (tests/solvers/reference/test_solve_reference.py checks the
 reference on it against scipy's Radau; benchmarks/test_reference_stiff.py times it)."""
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def erfc(x: np.ndarray) -> np.ndarray:
     erfc(-z) = 2 - erfc(z). Measured against mpmath (x87): within 12 unit roundoffs
     absolutely, and on the fraction's side within 1.5 z^2 of them relatively (exp(-z^2)
     inherits the rounding of z^2) until erfc is subnormal (z above 106.5);
-    tests/solvers/test_backends.py."""
+    tests/solvers/backends/test_backends.py."""
     x = np.asarray(x, dtype=np.longdouble)
     unit = np.finfo(np.longdouble).eps / 2
     z = np.nan_to_num(np.minimum(np.abs(x), FAR), nan=0.0)

@@ -102,7 +102,7 @@ def test_observed_order_with_two_norms_per_layer(two_norm_problem, method):
     assert np.all(np.abs(orders[-2:] - order) <= tolerance), orders
 
 
-ORDERS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "orders.md"
+ORDERS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "orders.md"
 
 
 def _expanded(cell: str) -> list[str]:

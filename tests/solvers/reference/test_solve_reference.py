@@ -308,7 +308,7 @@ def test_on_trained_networks_the_reported_error_is_above_the_true_one_and_of_use
     from convergence.layer_norm_eps import lie_limit
     from solvers import load_model
 
-    shipped = Path(__file__).resolve().parents[2] / "reports" / "networks"
+    shipped = Path(__file__).resolve().parents[3] / "reports" / "networks"
     network = load_model(shipped / name)
     tokens = np.load(shipped / "char-sums-tokens.npy")
     problem = lie_limit(network.problem(network.embed(tokens)))

@@ -14,7 +14,7 @@ from scipy.integrate import solve_ivp
 
 from solvers import backend, load_model, solve, solve_reference
 from solvers.solving import METHODS
-from tests.solvers.test_decoders import decoder, reference_of
+from tests.solvers.io.test_decoders import decoder, reference_of
 
 IDS = np.array([[3, 17, 5, 29]])
 REFERENCE = 1e-9

@@ -1,0 +1,1 @@
+"""Tests of solvers/backends/: number systems."""

@@ -1,0 +1,1 @@
+"""Tests of solvers/equation/: the equation: operators, norms, controls, masks."""

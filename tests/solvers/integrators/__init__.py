@@ -1,0 +1,1 @@
+"""Tests of solvers/integrators/: integrators and their dense output and events."""

@@ -1,0 +1,1 @@
+"""Tests of solvers/io/: model readers and writers."""

@@ -1,0 +1,1 @@
+"""Tests of solvers/methods/: stepping methods and their orders."""

@@ -1,0 +1,1 @@
+"""Tests of solvers/network/: trained networks' heads."""

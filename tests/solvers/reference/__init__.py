@@ -1,0 +1,1 @@
+"""Tests of solvers/reference/: the error-controlled reference."""

@@ -1,0 +1,1 @@
+"""Tests of solvers/space/: grids and the vision token maps."""
