@@ -78,7 +78,7 @@ class Backend(ABC):
         in its own arithmetic (systems at least as precise as float64)."""
         return self.asarray(1) / self.sqrt(self.asarray(n))
 
-    def scale(self, value: Array) -> float:
+    def error_scale(self, value: Array) -> float:
         """max(1, max |value|): the size absolute errors of a state are measured against
         (docs/schemes.md section 7)."""
         return max(1.0, float(np.max(np.abs(self.to_float64(value)))))

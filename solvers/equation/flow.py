@@ -98,7 +98,7 @@ class LayerFlow:
         """max |x| over the real tokens' rows of a float64 state-shaped array."""
         return float(np.max(np.abs(self.judged(x))))
 
-    def scale(self, u: Array) -> float:
+    def error_scale(self, u: Array) -> float:
         """max(1, max |u|) over the real tokens: the size absolute errors of a state are
         measured against (docs/schemes.md section 7)."""
         return max(1.0, self.size(self.bk.to_float64(u)))

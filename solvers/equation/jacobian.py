@@ -32,4 +32,4 @@ def jacobian(bk: Backend, evaluate: BatchMap, u: Array, step: float) -> Array:
 
 def relative_step(bk: Backend, u: Array, relative: float) -> float:
     """A difference step of `relative` times the state's size (at least 1)."""
-    return relative * bk.scale(u)
+    return relative * bk.error_scale(u)

@@ -47,7 +47,7 @@ class Extrapolation(SteppingMethod):
         bk, field = flow.bk, partial(flow.field, n, pattern=pattern)
         *_, (value, neighbour) = extrapolation_rows(bk, field, t, u, h, self.levels)
         estimate = flow.size(bk.to_float64(value - neighbour))
-        size = flow.scale(u)
+        size = flow.error_scale(u)
         if not estimate <= REFUSAL_SHARE * size:
             raise IntegrationError(
                 f"layer {n}, t = {bk.to_float64(t):.6g}, step {bk.to_float64(h):.3g}: the "

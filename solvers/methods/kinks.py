@@ -125,7 +125,7 @@ class ActivationPattern:
         side = np.where(self.positive, 1.0, -1.0)
         z = bk.to_float64(flow.preactivations(self.n, t, u))
         speed = float(np.max(np.abs(bk.to_float64(start))))
-        delta = math.sqrt(bk.unit_roundoff) * flow.scale(u) / max(speed, 1e-300)
+        delta = math.sqrt(bk.unit_roundoff) * flow.error_scale(u) / max(speed, 1e-300)
         moved = bk.to_float64(flow.preactivations(self.n, t, u + start * bk.asarray(delta)))
         distance = np.where(self.silent, np.inf, side * z)
         rate = np.where(self.silent, 0.0, side * (moved - z) / delta)

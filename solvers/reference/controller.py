@@ -237,7 +237,7 @@ class Controller:
         output, and kept if its end confirms it. None when the crossing is within
         `sliver` of t: the units switch at (t, u)."""
         bk, flow = self.bk, self.flow
-        scale = flow.scale(u)
+        scale = flow.error_scale(u)
         margins = kinks.margins(t, u, start)
         if margins.clear(bk.to_float64(size)):
             taken = self._step(n, t, u, size, pattern, start)
@@ -309,7 +309,7 @@ class Controller:
         target column (the control's unless given), with the rows of DENSE and their
         samples when `dense`. `start`: the field at (t, u)."""
         bk, flow = self.bk, self.flow
-        scale = flow.scale(u)
+        scale = flow.error_scale(u)
         numbers = DENSE if dense else EVEN
         rejections = 0
         while True:
@@ -375,6 +375,8 @@ class Controller:
         self.work.accepted += 1
         state = flow.project(n, t + h, u + (k1 + k2) * h / 2)
         drift = flow.size(bk.to_float64(k2 - k1))
-        self.carried.add(bk.to_float64(h) * drift / 2 + self.control.rounding(1) * flow.scale(u))
+        self.carried.add(
+            bk.to_float64(h) * drift / 2 + self.control.rounding(1) * flow.error_scale(u)
+        )
         self.carried.add(bk.max_radius(state))
         return bk.midpoints(state)

@@ -43,7 +43,7 @@ class GlobalError:
         norm = float(np.linalg.norm(self.direction)) if self.direction is not None else 0.0
         if self.error > 0 and norm > 0:
             unit = self.direction / norm
-            delta = math.sqrt(bk.unit_roundoff) * flow.scale(u)
+            delta = math.sqrt(bk.unit_roundoff) * flow.error_scale(u)
             shifted = u + bk.asarray(delta * unit)
             field = partial(flow.field, n, t, pattern=step.pattern)
             if start is None:

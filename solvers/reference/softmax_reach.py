@@ -35,7 +35,9 @@ def softmax_reach(flow: LayerFlow, n: int, t: Array, u: Array, start: Array) -> 
     step's start."""
     bk = flow.bk
     speed = flow.size(bk.to_float64(start))
-    delta = math.sqrt(bk.unit_roundoff) * min(1.0, flow.scale(u) / speed if speed > 0 else 1.0)
+    delta = math.sqrt(bk.unit_roundoff) * min(
+        1.0, flow.error_scale(u) / speed if speed > 0 else 1.0
+    )
     step = bk.asarray(delta)
     scores = flow.attention_scores(n, t, u)
     moved = flow.attention_scores(n, t + step, u + start * step)

@@ -150,7 +150,7 @@ def test_an_accepted_attempt_is_within_its_estimate_of_the_exact_flow():
     problem = dataclasses.replace(uniform_attention_linear_ffn(), t_final=1)
     flow = LayerFlow.from_problem(problem, BK)
     u = problem.initial_state(BK)
-    tol, scale = 1e-10, flow.scale(u)
+    tol, scale = 1e-10, flow.error_scale(u)
     control = StepControl(BK.unit_roundoff, tol, max_step=1.0)
     attempt = attempt_step(flow, 0, BK.asarray(0), u, BK.asarray(1.0), None, tol, scale, control)
     assert attempt.value is not None
@@ -166,7 +166,7 @@ def _linear_flow(rate: float) -> SimpleNamespace:
     """A stand-in flow u' = rate u in float64: what GlobalError asks of a flow."""
     return SimpleNamespace(
         bk=BK,
-        scale=lambda u: max(1.0, float(np.abs(u).max())),
+        error_scale=lambda u: max(1.0, float(np.abs(u).max())),
         field=lambda n, t, u, pattern=None: rate * u,
     )
 

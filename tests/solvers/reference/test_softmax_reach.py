@@ -27,7 +27,7 @@ class LinearScores:
     def size(self, x: np.ndarray) -> float:
         return float(np.max(np.abs(x)))
 
-    def scale(self, u: np.ndarray) -> float:
+    def error_scale(self, u: np.ndarray) -> float:
         return max(1.0, self.size(u))
 
     def attention_scores(self, n, t, u):
