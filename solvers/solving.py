@@ -16,7 +16,7 @@ from solvers.methods.solvable import check_solvable
 from solvers.methods.splitting import SPLITTINGS
 from solvers.methods.stepping import SteppingMethod
 from solvers.methods.unsplit import UNSPLIT
-from solvers.reference.controller import ControlledReference
+from solvers.reference.method import ControlledReference
 from solvers.reference.solution import solve_reference
 from solvers.validation import choice, positive_int
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from solvers.backends import Array
+from solvers.backends import Array, Backend
 from solvers.equation.flow import LayerFlow
 from solvers.integrators.dense_events import Crossing, first_crossing
 from solvers.integrators.dense_output import DenseOutput
@@ -25,6 +26,9 @@ MARGIN times its rate times the step (docs/schemes.md section 8, "Clear steps").
 
 TrialStep = Callable[[Array], Array]
 """tau -> the state at t + tau along the step's frozen-pattern flow."""
+
+Preactivations = Callable[[Array, Array], Array]
+"""(t, u) -> the watched units' pre-activations z: a unit's kink is where its z is 0."""
 
 
 def silent_units(flow: LayerFlow, n: int) -> np.ndarray:
@@ -72,27 +76,60 @@ class Margins:
 
 
 class ActivationPattern:
-    """Which hidden units of layer n are on (pre-activation > 0) from the last kink on.
+    """Which watched units are on (pre-activation > 0) from the last kink on: the hidden
+    units of a layer's ReLU FFN (`start`), or of any field written through its
+    pre-activations z(t, u) (`watch`).
 
-    `start` gives None for a layer without ReLU: a smooth field has no events."""
+    `weights`: each unit's reach, how far the field moves per unit of the unit's
+    activation (a Transformer's rows of W2); `silent` units are never events; `scale(u)`
+    is the size a difference quotient's step is measured against; `label` names the
+    field in error messages."""
 
-    def __init__(self, flow: LayerFlow, n: int, positive: np.ndarray) -> None:
-        self.flow, self.n, self.positive = flow, n, positive
-        self.silent = silent_units(flow, n)
-        self.weights = unit_weights(flow, n)
+    def __init__(
+        self,
+        bk: Backend,
+        preactivations: Preactivations,
+        positive: np.ndarray,
+        silent: np.ndarray,
+        weights: np.ndarray,
+        scale: Callable[[Array], float],
+        label: str,
+    ) -> None:
+        self.bk, self.z, self.positive = bk, preactivations, positive
+        self.silent, self.weights, self.scale, self.label = silent, weights, scale, label
+
+    @classmethod
+    def watch(
+        cls,
+        bk: Backend,
+        preactivations: Preactivations,
+        t: Array,
+        u: Array,
+        weights: np.ndarray,
+        scale: Callable[[Array], float],
+        label: str = "the ODE",
+    ) -> ActivationPattern:
+        """The pattern of the units z(t, u) at (t, u), none of them silent."""
+        positive = bk.to_float64(preactivations(t, u)) > 0
+        return cls(bk, preactivations, positive, np.zeros_like(positive), weights, scale, label)
 
     @classmethod
     def start(cls, flow: LayerFlow, n: int, t: Array, u: Array) -> ActivationPattern | None:
-        """The pattern at (t, u), or None when no control of layer n uses ReLU or every
-        unit is silent (the field is then smooth)."""
+        """The pattern of layer n's hidden units at (t, u), or None when no control of
+        layer n uses ReLU or every unit is silent (the field is then smooth)."""
         if not any(w.activation == "relu" for w in flow.controls.acting_on(n)):
             return None
-        pattern = cls(flow, n, flow.bk.to_float64(flow.preactivations(n, t, u)) > 0)
-        return None if np.all(pattern.silent) else pattern
+        z = partial(flow.preactivations, n)
+        positive = flow.bk.to_float64(z(t, u)) > 0
+        silent = silent_units(flow, n)
+        if np.all(silent):
+            return None
+        weights = unit_weights(flow, n)
+        return cls(flow.bk, z, positive, silent, weights, flow.error_scale, f"layer {n}")
 
     def held(self) -> Array:
         """The pattern as 0/1 per hidden unit, in the backend: what a step holds fixed."""
-        return self.flow.bk.asarray(self.positive.astype(np.float64))
+        return self.bk.asarray(self.positive.astype(np.float64))
 
     def cut(
         self, t: Array, u: Array, size: Array, stepped: Array, trial: TrialStep
@@ -100,17 +137,17 @@ class ActivationPattern:
         """The step from (t, u) of `size` to `stepped`, cut at its first kink: (its size, the
         state, the unit that switched or None when no unit crosses). At a kink the pattern
         flips that unit for the steps that follow."""
-        flow, n, bk = self.flow, self.n, self.flow.bk
-        z_end = flow.preactivations(n, t + size, stepped)
+        bk, z = self.bk, self.z
+        z_end = z(t + size, stepped)
         if not crossings(bk, z_end, self.positive, self.silent).any():
             return size, stepped, None
 
         def located(tau: Array) -> tuple[Array, Array]:
             state = trial(tau)
-            return state, flow.preactivations(n, t + tau, state)
+            return state, z(t + tau, state)
 
-        where = f"layer {n}, t = {bk.to_float64(t):.6g}"
-        z_start = flow.preactivations(n, t, u)
+        where = f"{self.label}, t = {bk.to_float64(t):.6g}"
+        z_start = z(t, u)
         size, stepped, unit = locate_event(
             bk, located, z_start, size, self.positive, self.silent, where
         )
@@ -121,19 +158,19 @@ class ActivationPattern:
     def margins(self, t: Array, u: Array, start: Array) -> Margins:
         """The units' Margins at (t, u), their rates from a difference quotient along the
         field `start` at (t, u) (two pre-activation evaluations, no field evaluation)."""
-        flow, bk = self.flow, self.flow.bk
+        bk = self.bk
         side = np.where(self.positive, 1.0, -1.0)
-        z = bk.to_float64(flow.preactivations(self.n, t, u))
+        z = bk.to_float64(self.z(t, u))
         speed = float(np.max(np.abs(bk.to_float64(start))))
-        delta = math.sqrt(bk.unit_roundoff) * flow.error_scale(u) / max(speed, 1e-300)
-        moved = bk.to_float64(flow.preactivations(self.n, t, u + start * bk.asarray(delta)))
+        delta = math.sqrt(bk.unit_roundoff) * self.scale(u) / max(speed, 1e-300)
+        moved = bk.to_float64(self.z(t, u + start * bk.asarray(delta)))
         distance = np.where(self.silent, np.inf, side * z)
         rate = np.where(self.silent, 0.0, side * (moved - z) / delta)
         return Margins(distance, rate)
 
     def distance(self, t: Array, state: Array) -> np.ndarray:
         """side * z of every unit at (t, state), silent units at +inf."""
-        z = self.flow.bk.to_float64(self.flow.preactivations(self.n, t, state))
+        z = self.bk.to_float64(self.z(t, state))
         return np.where(self.silent, np.inf, np.where(self.positive, z, -z))
 
     def first_kink(
@@ -143,13 +180,12 @@ class ActivationPattern:
         units that switch with it within `budget` (absolute, max-abs) of error
         (solvers.integrators.dense_events; fitted at `degree`); None when no unit leaves
         its side over the step."""
-        flow, n = self.flow, self.n
 
         def along(theta: Array) -> Array:
-            return flow.preactivations(n, t + theta * size, dense(theta))
+            return self.z(t + theta * size, dense(theta))
 
-        weights = self.weights * abs(flow.bk.to_float64(size))
-        return first_crossing(flow.bk, along, self.positive, self.silent, degree, weights, budget)
+        weights = self.weights * abs(self.bk.to_float64(size))
+        return first_crossing(self.bk, along, self.positive, self.silent, degree, weights, budget)
 
     def switch(
         self, t: Array, state: Array, crossing: Crossing, size: Array
@@ -164,8 +200,8 @@ class ActivationPattern:
         across zero on the dense output, within its error, and not on the solution) starts
         the next step off its new side: `first_kink` watches it there, and switches it
         back where that step starts if it does not come to its side during the step."""
-        flow, bk = self.flow, self.flow.bk
-        z = bk.to_float64(flow.preactivations(self.n, t, state))
+        bk = self.bk
+        z = bk.to_float64(self.z(t, state))
         switching = crossing.switching | (((z > 0) != self.positive) & ~self.silent)
         rate = np.abs(crossing.rates) / abs(bk.to_float64(size))
         cost = np.zeros_like(z)

@@ -70,7 +70,7 @@ class SteppingMethod:
     def run(self, flow: LayerFlow, steps_per_unit: int) -> SteppingMethod:
         """The method that crosses the spans of one run of the layer loop on `flow`: itself,
         unless it carries state from layer to layer (the reference's controller,
-        solvers.reference.controller.ReferenceRun)."""
+        solvers.reference.method.ReferenceRun)."""
         return self
 
     def step(

@@ -5,14 +5,13 @@ the error carried from before, stretched by the flow along the carried error's d
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import numpy as np
 
 from solvers.backends import Array
-from solvers.equation.flow import LayerFlow
 from solvers.errors import NumericalBreakdownError
 from solvers.methods.stepping import Step
+from solvers.reference.system import System
 
 
 class GlobalError:
@@ -25,7 +24,7 @@ class GlobalError:
 
     def carry(
         self,
-        flow: LayerFlow,
+        system: System,
         step: Step,
         estimate: float,
         difference: np.ndarray,
@@ -38,14 +37,17 @@ class GlobalError:
         at the step's start in the working precision (`start`: the field at (t, u), when
         the caller has it). Returns the field evaluations used (two, one with `start`, or
         none before any error)."""
-        bk, n, t, u = flow.bk, step.layer, step.t, step.before
+        bk, t, u = system.bk, step.t, step.before
         growth, evaluations = 1.0, 0
         norm = float(np.linalg.norm(self.direction)) if self.direction is not None else 0.0
         if self.error > 0 and norm > 0:
             unit = self.direction / norm
-            delta = math.sqrt(bk.unit_roundoff) * flow.error_scale(u)
+            delta = math.sqrt(bk.unit_roundoff) * system.error_scale(u)
             shifted = u + bk.asarray(delta * unit)
-            field = partial(flow.field, n, t, pattern=step.pattern)
+
+            def field(v: Array) -> Array:
+                return system.field(t, v, step.pattern)
+
             if start is None:
                 start, evaluations = field(u), 1
             stretch = bk.to_float64(field(shifted) - start) / delta
@@ -55,7 +57,7 @@ class GlobalError:
             rates = along[length > 0] / length[length > 0]
             if not np.all(np.isfinite(rates)):
                 raise NumericalBreakdownError(
-                    f"layer {n}, t = {bk.to_float64(t):.6g}: the flow's stretching of the "
+                    f"{system.label}, t = {bk.to_float64(t):.6g}: the flow's stretching of the "
                     "error is not finite"
                 )
             rho = float(np.max(rates))

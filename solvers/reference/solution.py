@@ -15,17 +15,13 @@ from solvers.equation.problem import Problem
 from solvers.errors import InvalidInputError
 from solvers.methods.driver import integrate
 from solvers.methods.solvable import check_solvable
-from solvers.reference.controller import (
-    MAX_STEPS,
-    ControlledReference,
-    ReferenceEvent,
-    Work,
-)
+from solvers.reference.controller import MAX_STEPS, ReferenceEvent, Work
 from solvers.reference.guard_digits import (
     check_range,
     reference_precision,
     tighter_precision,
 )
+from solvers.reference.method import ControlledReference
 from solvers.validation import positive_int, positive_number
 
 ASSESSMENT_RATIO = 100.0

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
 from solvers.backends import Array
-from solvers.equation.flow import LayerFlow
 from solvers.errors import NumericalBreakdownError, WideBallsError
 from solvers.integrators.tableaux import (
+    DENSE,
     EVEN,
     RowSamples,
     StepNumbers,
@@ -22,6 +21,7 @@ from solvers.integrators.tableaux import (
     extrapolation_rows,
 )
 from solvers.reference.step_control import StepControl
+from solvers.reference.system import System
 
 TRUNCATION_SAFETY = 2.0
 """The truncation error of the accepted T_jj is estimated as this times the larger of
@@ -39,7 +39,8 @@ class Attempt:
     """What one attempt gave: the accepted state T_jj (None: no column came within the
     tolerance), its estimated error (absolute), the signed T_jj - T_j,j-1 in float64, the
     column j, the ratios estimate / tolerance per column tried, the field evaluations it
-    took, and (when asked for) what the rows up to j keep for the dense output."""
+    took, the step numbers of its rows, and (when asked for) what the rows up to j keep for
+    the dense output."""
 
     value: Array | None
     estimate: float
@@ -47,6 +48,7 @@ class Attempt:
     column: int
     ratio: dict[int, float]
     evaluations: int
+    numbers: StepNumbers
     samples: list[RowSamples] | None = None
 
 
@@ -68,34 +70,38 @@ def truncation(differences: list[float], diagonal: float = 0.0) -> float:
     return max(TRUNCATION_SAFETY * max(last, predicted), diagonal)
 
 
-def attempt_step(
-    flow: LayerFlow,
-    n: int,
+def attempt(
+    system: System,
     t: Array,
     u: Array,
     size: Array,
+    *,
     pattern: Array | None,
     tol: float,
     scale: float,
     control: StepControl,
     target: int | None = None,
-    numbers: StepNumbers = EVEN,
     dense: bool = False,
     start: Array | None = None,
 ) -> Attempt:
-    """Rows (of `numbers`) up to k + 1, k the target column (control.columns unless given);
-    accept the first of columns k - 1, k, k + 1 whose estimate is within tol relative to
-    `scale`: truncation (`truncation`) plus the step's rounding, measured by the radii in
-    balls (added after the projection, by the caller), modelled otherwise
+    """Rows (EVEN's, DENSE's with `dense`) up to k + 1, k the target column
+    (control.columns unless given), of a step of `size` from (t, u) along `system` with
+    `pattern` held; accept the first of columns k - 1, k, k + 1 whose estimate is within
+    tol relative to `scale`: truncation (`truncation`) plus the step's rounding, measured
+    by the radii in balls (added after the projection, by the caller), modelled otherwise
     (StepControl.rounding). With `dense`, the attempt keeps the rows' samples for the
     dense output; `start` is f(t, u) when the caller has it (the evaluations then count
     one fewer). Raises WideBallsError when the radii, not the truncation, fail (a
     shorter step would not help)."""
-    bk = flow.bk
+    bk = system.bk
     h = bk.to_float64(size)
+    numbers = DENSE if dense else EVEN
     target = control.columns if target is None else target
     last = min(target + 1, control.max_columns)
-    field = partial(flow.field, n, pattern=pattern)
+
+    def field(s: Array, v: Array) -> Array:
+        return system.field(s, v, pattern)
+
     ratio, differences, rows, previous = {}, [], last, None
     samples: list[RowSamples] | None = [] if dense else None
     given = 0 if start is None else 1
@@ -106,8 +112,8 @@ def attempt_step(
             previous = value
             continue
         difference = value - neighbour
-        differences.append(flow.size(bk.to_float64(difference)))
-        diagonal = flow.size(bk.to_float64(value - previous))
+        differences.append(system.size(bk.to_float64(difference)))
+        diagonal = system.size(bk.to_float64(value - previous))
         previous = value
         truncated = truncation(differences, diagonal)
         if not math.isfinite(truncated):
@@ -116,7 +122,7 @@ def attempt_step(
         radius = bk.max_radius(value)
         if radius > RADIUS_SHARE * tol * scale and truncated <= tol * scale:
             raise WideBallsError(
-                f"layer {n}, t = {bk.to_float64(t):.6g}, step {h:.3g}: ball radii "
+                f"{system.label}, t = {bk.to_float64(t):.6g}, step {h:.3g}: ball radii "
                 f"{radius:.3g} exceed {RADIUS_SHARE:g} of the tolerance; more guard bits",
                 radius,
                 RADIUS_SHARE * tol * scale,
@@ -125,15 +131,16 @@ def attempt_step(
         ratio[j] = (truncated + radius) / (tol * scale - modelled)
         if j >= target - 1 and ratio[j] <= 1:
             if not bk.all_finite(value):
-                raise NumericalBreakdownError(f"{bk!r} produced inf or NaN in layer {n}")
+                raise NumericalBreakdownError(f"{bk!r} produced inf or NaN in {system.label}")
             return Attempt(
                 value,
                 truncated + modelled,
-                flow.judged(bk.to_float64(difference)),
+                system.judged(bk.to_float64(difference)),
                 j,
                 ratio,
                 extrapolation_evaluations(j, numbers) - given,
+                numbers,
                 samples,
             )
     evaluations = extrapolation_evaluations(rows, numbers) - given
-    return Attempt(None, math.inf, None, min(target, last), ratio, evaluations)
+    return Attempt(None, math.inf, None, min(target, last), ratio, evaluations, numbers)

@@ -28,6 +28,7 @@ from solvers.integrators.tableaux import extrapolation_evaluations
 from solvers.methods.kinks import ActivationPattern
 from solvers.methods.stepping import Step
 from solvers.reference.global_error import GlobalError
+from solvers.reference.layer_system import layer_system
 from solvers.reference.step_control import (
     GROWTH_LIMITS,
     SAFETY,
@@ -35,7 +36,8 @@ from solvers.reference.step_control import (
     StepControl,
     step_factor,
 )
-from solvers.reference.stepper import TRUNCATION_SAFETY, attempt_step, truncation
+from solvers.reference.stepper import TRUNCATION_SAFETY, attempt, truncation
+from solvers.reference.system import System
 from tests.exact_layers import uniform_attention_linear_ffn
 from tests.scipy_truth import dop853_layer
 
@@ -152,50 +154,29 @@ def test_an_accepted_attempt_is_within_its_estimate_of_the_exact_flow():
     u = problem.initial_state(BK)
     tol, scale = 1e-10, flow.error_scale(u)
     control = StepControl(BK.unit_roundoff, tol, max_step=1.0)
-    attempt = attempt_step(flow, 0, BK.asarray(0), u, BK.asarray(1.0), None, tol, scale, control)
-    assert attempt.value is not None
-    error = float(np.abs(attempt.value - uniform_attention_solution(problem, BK)).max())
-    assert error <= attempt.estimate <= tol * scale
-    assert attempt.evaluations == extrapolation_evaluations(attempt.column)
+    system, t, h = layer_system(flow, 0), BK.asarray(0), BK.asarray(1.0)
+    tried = attempt(system, t, u, h, pattern=None, tol=tol, scale=scale, control=control)
+    assert tried.value is not None
+    error = float(np.abs(tried.value - uniform_attention_solution(problem, BK)).max())
+    assert error <= tried.estimate <= tol * scale
+    assert tried.evaluations == extrapolation_evaluations(tried.column)
     control.columns = 2
-    refused = attempt_step(flow, 0, BK.asarray(0), u, BK.asarray(1.0), None, 1e-14, scale, control)
+    refused = attempt(system, t, u, h, pattern=None, tol=1e-14, scale=scale, control=control)
     assert refused.value is None and min(refused.ratio.values()) > 1
-
-
-def _linear_flow(rate: float) -> SimpleNamespace:
-    """A stand-in flow u' = rate u in float64: what GlobalError asks of a flow."""
-    return SimpleNamespace(
-        bk=BK,
-        error_scale=lambda u: max(1.0, float(np.abs(u).max())),
-        field=lambda n, t, u, pattern=None: rate * u,
-    )
 
 
 @pytest.mark.parametrize("rate", [2.0, -1.0])
 def test_the_carried_error_grows_as_the_flow_stretches_it(rate):
     """On u' = rate u every direction is stretched at `rate`: the carried error grows by
     exp(h rate) over a step of h when the flow expands, and is kept when it contracts."""
-    flow, u = _linear_flow(rate), np.ones((2, 3))
+    system, u = System(BK, lambda t, u, pattern: rate * u), np.ones((2, 3))
     carried = GlobalError()
-    assert carried.carry(flow, Step(0, 0.0, 0.1, u, u), 1e-9, np.full((2, 3), 1e-9)) == 0
+    assert carried.carry(system, Step(0, 0.0, 0.1, u, u), 1e-9, np.full((2, 3), 1e-9)) == 0
     assert carried.error == 1e-9
-    assert carried.carry(flow, Step(0, 0.1, 0.25, u, u), 2e-9, np.full((2, 3), 2e-9)) == 2
+    assert carried.carry(system, Step(0, 0.1, 0.25, u, u), 2e-9, np.full((2, 3), 2e-9)) == 2
     growth = math.exp(0.25 * max(rate, 0.0))
     assert carried.error == pytest.approx(1e-9 * growth + 2e-9, rel=1e-6)
     np.testing.assert_allclose(carried.direction, 1e-9 * growth + 2e-9, rtol=1e-6)
-
-
-def _kinked_flow(thresholds: np.ndarray) -> SimpleNamespace:
-    """A stand-in ReLU layer whose pre-activations are u - thresholds (one token, units as
-    features), every unit acting (W2 rows nonzero)."""
-    units = thresholds.size
-    layer = SimpleNamespace(activation="relu", w2=np.ones((units, 2)))
-    return SimpleNamespace(
-        bk=BK,
-        real_tokens=None,
-        controls=SimpleNamespace(acting_on=lambda n: [layer]),
-        preactivations=lambda n, t, u: u - thresholds,
-    )
 
 
 def test_a_step_is_cut_at_its_first_kink_and_the_pattern_flips_there():
@@ -203,8 +184,8 @@ def test_a_step_is_cut_at_its_first_kink_and_the_pattern_flips_there():
     = 0.25 for unit 1, before unit 0's (2 - 0) / 1 = 2; the step ends there and unit 1
     switches on for the steps that follow."""
     thresholds, u0, v = np.array([[2.0, 1.5, -1.0]]), np.array([[0.0, 1.0, 0.0]]), 2.0
-    flow = _kinked_flow(thresholds)
-    pattern = ActivationPattern.start(flow, 0, 0.0, u0)
+    z, weights = (lambda t, u: u - thresholds), np.ones(thresholds.shape)
+    pattern = ActivationPattern.watch(BK, z, 0.0, u0, weights, BK.error_scale)
     assert pattern.positive.tolist() == [[False, False, True]]
     velocity = np.array([[1.0, v, 1.0]])
 
@@ -224,8 +205,8 @@ def test_a_step_is_cut_at_its_first_kink_and_the_pattern_flips_there():
 
 
 def test_a_smooth_layer_has_no_pattern():
-    flow = _kinked_flow(np.zeros((1, 2)))
-    flow.controls.acting_on(0)[0].activation = "gelu"
+    layer = SimpleNamespace(activation="gelu", w2=np.ones((2, 2)))
+    flow = SimpleNamespace(bk=BK, controls=SimpleNamespace(acting_on=lambda n: [layer]))
     assert ActivationPattern.start(flow, 0, 0.0, np.ones((1, 2))) is None
 
 
