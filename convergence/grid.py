@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convergence.order import OrderEstimate, estimate_order
+from convergence.order import OrderEstimate
+from convergence.refinement import Refinement, refine, rounding_floor
 from solvers.errors import InvalidInputError
 from solvers.results.provenance import Provenance, timed
 from solvers.space.grids import RULES, Grid, attention_at
@@ -27,6 +28,16 @@ from solvers.space.kernels import ContinuousLayer
 
 AXES = ("all", "tokens", "features", "head_features")
 SPECTRAL_ORDER = 10.0
+FLOAT64_ROUNDOFF = float(np.finfo(np.float64).eps / 2)
+"""The quadratures are evaluated in float64 (solvers.space.grids)."""
+QUADRATURE_ROUNDOFFS = 9
+"""A quadrature's value is rounded to about this many unit roundoffs of its largest
+entry (about 1e-15 in float64): the floor of a grid refinement."""
+
+
+def max_abs_distance(value: np.ndarray, truth: np.ndarray) -> float:
+    """max |value - truth| of two float64 arrays."""
+    return float(np.abs(value - truth).max())
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,27 @@ class GridStudy(Provenance):
     estimate: OrderEstimate
     spectral: bool
     reference: str
+
+    @classmethod
+    def of(
+        cls,
+        refinement: Refinement,
+        rule: str,
+        axis: str,
+        reference: str,
+        expected: float | None = None,
+    ) -> GridStudy:
+        """The study of a refinement of grid sizes: its order (against `expected`) and
+        whether it is spectral."""
+        return cls(
+            rule=rule,
+            axis=axis,
+            sizes=refinement.levels,
+            errors=refinement.distances,
+            estimate=refinement.estimate(expected),
+            spectral=is_spectral(refinement.levels, refinement.distances),
+            reference=reference,
+        )
 
 
 def is_spectral(sizes: Sequence[int], errors: Sequence[float]) -> bool:
@@ -80,23 +112,17 @@ def grid_study(
         x,
         zeta,
     )
-    errors = []
-    for n in sizes:
+
+    def at(n: int) -> np.ndarray:
         if axis == "all":
             grid = Grid(n, n, n, 8, rule)
         else:
             shape = {name: reference_size for name in AXES[1:]} | {axis: n}
             grid = Grid(shape["tokens"], shape["features"], shape["head_features"], 8, rule)
-        errors.append(float(np.abs(attention_at(layer, f, grid, x, zeta) - reference).max()))
-    floor = 1e-15 * float(np.abs(reference).max())
-    estimate = estimate_order([1 / n for n in sizes], errors, expected=expected, floor=floor)
-    spectral = is_spectral(sizes, errors)
-    return GridStudy(
-        rule=rule,
-        axis=axis,
-        sizes=[int(n) for n in sizes],
-        errors=errors,
-        estimate=estimate,
-        spectral=spectral,
-        reference=f"gauss-legendre, {reference_size} points per axis",
+        return attention_at(layer, f, grid, x, zeta)
+
+    refinement = refine(at, sizes, max_abs_distance, truth=reference).floored(
+        rounding_floor(FLOAT64_ROUNDOFF, float(np.abs(reference).max()), QUADRATURE_ROUNDOFFS)
     )
+    reference = f"gauss-legendre, {reference_size} points per axis"
+    return GridStudy.of(refinement, rule, axis, reference, expected)

@@ -16,8 +16,13 @@ from itertools import pairwise
 
 import numpy as np
 
-from convergence.grid import GridStudy, is_spectral
-from convergence.order import estimate_order
+from convergence.grid import (
+    FLOAT64_ROUNDOFF,
+    QUADRATURE_ROUNDOFFS,
+    GridStudy,
+    max_abs_distance,
+)
+from convergence.refinement import refine, rounding_floor
 from solvers import PiecewiseControls, Problem, solve
 from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
@@ -68,25 +73,22 @@ def grid_2d_study(
             f"the reference grid ({reference_size}) must be finer than every size {sizes}"
         )
     points = np.random.default_rng(seed).random((probes, 2))
-    values = [evaluate(n, points) for n in sizes]
+
+    def at(n: int) -> np.ndarray:
+        return evaluate(n, points)
+
     if reference_size is None:
-        truths, values, sizes = values[1:], values[:-1], sizes[:-1]
+        refinement = refine(at, sizes, max_abs_distance, successive=True)
         described = "successive refinements"
     else:
-        truths = [(reference or evaluate)(reference_size, points)] * len(values)
+        truth = (reference or evaluate)(reference_size, points)
+        refinement = refine(at, sizes, max_abs_distance, truth=truth)
         described = f"{reference_size} x {reference_size} tokens"
-    errors = [float(np.abs(v - t).max()) for v, t in zip(values, truths, strict=True)]
-    floor = 1e-15 * float(np.abs(truths[-1]).max()) * (reference_size or max(sizes))
-    estimate = estimate_order([1 / n for n in sizes], errors, expected=expected, floor=floor)
-    return GridStudy(
-        rule=rule,
-        axis=axis,
-        sizes=sizes,
-        errors=errors,
-        estimate=estimate,
-        spectral=is_spectral(sizes, errors),
-        reference=described,
-    )
+    # the finest grid's quadrature sums about n terms of the truth's size per token
+    finest = reference_size or max(sizes)
+    size = float(np.abs(refinement.truths[-1]).max()) * finest
+    refinement = refinement.floored(rounding_floor(FLOAT64_ROUNDOFF, size, QUADRATURE_ROUNDOFFS))
+    return GridStudy.of(refinement, rule, axis, described, expected)
 
 
 def flow_grid_2d_study(

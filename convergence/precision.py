@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from convergence.order import OrderEstimate, OrderVerdict, estimate_order
+from convergence.order import OrderEstimate, OrderVerdict
+from convergence.refinement import refine
 from solvers import Problem, backend, solve
-from solvers.backends import Backend, convert
+from solvers.backends import Array, Backend, convert
 from solvers.equation.exact import uniform_attention_solution
 from solvers.results.provenance import Provenance, timed
 
@@ -70,13 +72,15 @@ def precision_ladder(
     for precision in precisions:
         bk = backend(precision)
         name = repr(bk)
-        errors[name] = []
-        for m in steps:
-            # the difference is taken in the reference's precision, not after rounding
-            got = convert(solve(problem, method, m, bk), bk, high)
-            with high.active():
-                errors[name].append(float(np.abs(high.to_float64(got - exact)).max()) / scale)
-        estimate = estimate_order([1 / m for m in steps], errors[name])
+        # no floor is assumed: the ladder locates each number system's own
+        refinement = refine(
+            partial(_solved_in, problem, method, bk, high),
+            steps,
+            partial(_relative_distance, high, scale),
+            truth=exact,
+        )
+        errors[name] = refinement.distances
+        estimate = refinement.estimate()
         at_floor = [i for i, reason in estimate.dropped.items() if reason.startswith("floor")]
         estimates[name] = estimate
         if at_floor:
@@ -94,3 +98,15 @@ def precision_ladder(
         estimates=estimates,
         reference=f"{source} in {high!r}",
     )
+
+
+def _solved_in(problem: Problem, method: str, bk: Backend, high: Backend, steps: int) -> Array:
+    """The method's final state in bk, converted exactly into the reference's `high`: the
+    difference is taken there, not after rounding."""
+    return convert(solve(problem, method, steps, bk), bk, high)
+
+
+def _relative_distance(high: Backend, scale: float, got: Array, exact: Array) -> float:
+    """max |got - exact| / scale, the difference taken in `high`."""
+    with high.active():
+        return float(np.abs(high.to_float64(got - exact)).max()) / scale

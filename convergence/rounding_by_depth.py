@@ -11,7 +11,8 @@ allowance of about twice the largest error / (sqrt(n) u) that the precision stud
 tests/convergence/test_rounding.py measure on seeded random stacks, post- and pre-LN, in
 float64, float32, float16 and bfloat16.
 `within_bound` records whether it held. The fitted power law error(n) = c n^alpha u
-(least squares on log n, log error) is reported next to it.
+(least squares on log n, log error: solvers.results.line_fit.fit_line) is reported next to
+it; with fewer than 3 depths c and alpha are not fitted (nan).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from solvers import Problem, backend, solve_layers
 from solvers.backends import Backend
+from solvers.results.line_fit import fit_line
 from solvers.results.provenance import Provenance, timed
 
 BOUND_CONSTANT = 8.0
@@ -66,8 +68,8 @@ def rounding_error_by_depth(
         errors[name] = [float(e) for e in error]
         roundoff[name] = bk.unit_roundoff
         within[name] = bool(np.all(error <= BOUND_CONSTANT * np.sqrt(depths) * bk.unit_roundoff))
-        slope, intercept = np.polyfit(np.log(depths), np.log(error / bk.unit_roundoff), 1)
-        constant[name], exponent[name] = float(np.exp(intercept)), float(slope)
+        line = fit_line(np.log(depths), np.log(error / bk.unit_roundoff))
+        constant[name], exponent[name] = float(np.exp(line.intercept)), line.slope
     return RoundingByDepth(
         depths=depths,
         errors=errors,

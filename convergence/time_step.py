@@ -17,10 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from convergence.order import OrderEstimate, estimate_order
+from convergence.order import OrderEstimate
+from convergence.refinement import refine, rounding_floor
 from solvers import Problem, backend, solve_layers, solve_reference
 from solvers.backends import Backend
 from solvers.equation.exact import uniform_attention_solution
@@ -30,7 +32,6 @@ from solvers.results.provenance import Provenance, timed
 from solvers.solving import METHODS
 
 REFERENCES = ("exact", "reference", "richardson")
-FLOOR_ROUNDOFFS = 100
 
 
 @dataclass(frozen=True)
@@ -120,45 +121,37 @@ def time_step_study(
         if reference == "richardson"
         else _reference_layers(problem if limit is None else limit, reference, bk, reference_steps)
     )
-    precision_floor = FLOOR_ROUNDOFFS * bk.unit_roundoff
+    against = {"successive": True} if exact is None else {"truth": exact}
     results = []
     for name in methods:
-        runs = [solve_layers(problem, name, m, bk) for m in steps]
-        if exact is None:  # successive differences
-            used, truths, runs = steps[:-1], runs[1:], runs[:-1]
-        else:
-            used, truths = steps, [exact] * len(runs)
-        with bk.active():  # differences in the backend: a 50-digit error survives
-            layer_errors = [
-                np.abs(bk.to_float64(run[-len(ref) :] - ref))
-                for run, ref in zip(runs, truths, strict=True)
-            ]
-            truth = bk.to_float64(truths[-1])
-        final = [err[-1] for err in layer_errors]
-        size = float(np.abs(truth[-1]).max())
-        floor, floor_name = precision_floor * size, "precision floor"
-        if reference_error is not None and reference_error[-1] > floor:
-            floor, floor_name = reference_error[-1], "reference floor"
-        estimate = estimate_order(
-            [1 / m for m in used],
-            [float(f.max()) for f in final],
-            expected=_expected(name, problem, expected),
-            floor=floor,
-            floor_name=floor_name,
+        refinement = refine(
+            partial(_run, problem, name, bk), steps, partial(_final_error, bk), **against
         )
+        errors = [
+            _layer_errors(bk, v, t)
+            for v, t in zip(refinement.values, refinement.truths, strict=True)
+        ]
+        final = [err[-1] for err in errors]
+        with bk.active():
+            truth = bk.to_float64(refinement.truths[-1])
+        floor = rounding_floor(bk.unit_roundoff, float(np.abs(truth[-1]).max()))
+        if reference_error is not None and reference_error[-1] > floor:
+            refinement = refinement.floored(reference_error[-1], "reference floor")
+        else:
+            refinement = refinement.floored(floor)
         results.append(
             MethodConvergence(
                 method=name,
-                steps_per_unit=used,
-                max_abs=[float(f.max()) for f in final],
+                steps_per_unit=refinement.levels,
+                max_abs=refinement.distances,
                 relative_frobenius=[
                     float(np.linalg.norm(f) / np.linalg.norm(truth[-1])) for f in final
                 ],
                 per_token_max=[f.max(axis=-1).ravel().tolist() for f in final],
                 max_abs_per_layer=[
-                    err.reshape(len(err), -1).max(axis=1).tolist() for err in layer_errors
+                    err.reshape(len(err), -1).max(axis=1).tolist() for err in errors
                 ],
-                estimate=estimate,
+                estimate=refinement.estimate(_expected(name, problem, expected)),
                 reference_error=reference_error,
             )
         )
@@ -168,6 +161,22 @@ def time_step_study(
         precision=repr(bk),
         configuration={"norm": problem.norm, "t_final": problem.t_final, **(configuration or {})},
     )
+
+
+def _run(problem: Problem, name: str, bk: Backend, steps_per_unit: int) -> np.ndarray:
+    """The method's states at the layer boundaries at that many steps per unit."""
+    return solve_layers(problem, name, steps_per_unit, bk)
+
+
+def _layer_errors(bk: Backend, run: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """|run - truth| at the boundaries the truth has, in float64."""
+    with bk.active():  # differences in the backend: a 50-digit error survives
+        return np.abs(bk.to_float64(run[-len(truth) :] - truth))
+
+
+def _final_error(bk: Backend, run: np.ndarray, truth: np.ndarray) -> float:
+    """max |run - truth| at the last boundary."""
+    return float(_layer_errors(bk, run, truth)[-1].max())
 
 
 def _expected(name: str, problem: Problem, expected: dict[str, float] | None) -> float | None:

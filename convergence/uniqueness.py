@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from convergence.order import OrderEstimate, OrderVerdict, estimate_order
+from convergence.order import OrderEstimate, OrderVerdict
+from convergence.refinement import Refinement
 from solvers import Problem, backend, solve
 from solvers.backends import Backend
 from solvers.errors import InvalidInputError
@@ -132,7 +133,6 @@ def uniqueness_study(
             solve_allowance(bk.unit_roundoff, sum(math.ceil(x * m) for x in lengths), size)
             for m in levels
         ]
-    hs = [1 / m for m in levels]
     pairs = []
     for (a, (method_a, _)), (b, (method_b, _)) in combinations(zip(labels, runs, strict=True), 2):
         differences = [
@@ -159,7 +159,8 @@ def uniqueness_study(
             )
             continue
         expected = float(min(method_a.order(problem.norm), method_b.order(problem.norm)))
-        estimate = estimate_order(hs, differences, expected=expected, floor=max(floor))
+        paired = Refinement(levels, solutions[a], solutions[b], differences, max(floor))
+        estimate = paired.estimate(expected)
         same = estimate.verdict in SAME_LIMIT_VERDICTS
         pairs.append(
             PairDifference(
