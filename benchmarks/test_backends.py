@@ -10,7 +10,7 @@ Targets (issue "every scheme at every precision"):
 mpmath's matrix products are exact integer sums on gmpy2 (docs/schemes.md section 6),
 which narrows arb's lead; `test_targets` prints the ratios of each run.
 
-    python -m pytest benchmarks/test_backends.py --benchmark-only -s
+    python -m pytest benchmarks/test_backends.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

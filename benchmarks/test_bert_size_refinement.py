@@ -17,7 +17,7 @@ study. The peer: the same loop written directly with torch's encoder-layer opera
 Both results are compared before timing (they must agree to 1e-10 relative) and
 `test_targets` asserts the issue's target: tide at most 1.2 times torch's median time.
 
-    python -m pytest benchmarks/test_bert_size_refinement.py --benchmark-only -s
+    python -m pytest benchmarks/test_bert_size_refinement.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

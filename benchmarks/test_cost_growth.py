@@ -14,7 +14,7 @@ multiplication of n-digit numbers (n^1.58 for Karatsuba, less for FFT products) 
 so they run to 5120 digits. When the estimator finds no convergence-like window (a time
 that falls as the size grows), it prints its reason instead of an exponent.
 
-    python -m pytest benchmarks/test_cost_growth.py --benchmark-only -s
+    python -m pytest benchmarks/test_cost_growth.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

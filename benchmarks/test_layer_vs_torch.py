@@ -13,7 +13,7 @@ adds) must be nearly free. Where torch's BLAS is faster than numpy's at those sh
 layer, and then the ratio target cannot be met by tide's own work: the printed line gives
 the products' time over torch's and over tide's.
 
-    python -m pytest benchmarks --benchmark-only -s
+    python -m pytest benchmarks --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One reference step (h = 1/4, no ReLU event in the step: the FFN bias keeps every
 pre-activation positive) of a post-LN problem with (tokens, d, d_ff) = (16, 16, 32).
 
-    python -m pytest benchmarks/test_reference.py --benchmark-only -s
+    python -m pytest benchmarks/test_reference.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

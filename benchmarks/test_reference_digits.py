@@ -6,7 +6,7 @@ The case: a pre-LN GELU encoder (2 layers, d 8, 2 heads, FFN 16, 4 tokens) to t 
 the default tolerance (10^-D / 10 at D digits). Target: arb at 45 digits at most 2.5
 times arb at 30 in the same run; the 60-digit run is printed.
 
-    python -m pytest benchmarks/test_reference_digits.py --benchmark-only -s
+    python -m pytest benchmarks/test_reference_digits.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and the state within the reference's own estimate of scipy's DOP853 at rtol 1e-1
 the ReLU field itself, which knows nothing of kinks). The same layers with GELU are the
 peer: the price of the kinks is the ratio of the two times.
 
-    python -m pytest benchmarks/test_reference_kinks.py --benchmark-only -s
+    python -m pytest benchmarks/test_reference_kinks.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

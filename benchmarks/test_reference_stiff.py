@@ -10,7 +10,7 @@ transient e^(-80 t) is resolved to 1e-31 until t ~ 0.9 of the layer, which an im
 method would have to resolve too), so the cost is the field evaluation's at 38 working
 digits (docs/schemes.md sections 6 and 7).
 
-    python -m pytest benchmarks/test_reference_stiff.py --benchmark-only -s
+    python -m pytest benchmarks/test_reference_stiff.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ and the time outside the field (the tableau, the control, the conversions). The 
 is timed inside the timed run (a perf_counter pair per call), so each factor is
 measured in the precision the run worked at.
 
-    python -m pytest benchmarks/test_reference_trained.py --benchmark-only -s
+    python -m pytest benchmarks/test_reference_trained.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ grows with the length), and on gmpy2, a core dependency on which mpmath's number
 integers (odefun, whose numbers have thousands of bits, gains most). `test_targets` prints
 the ratios, the evaluations and the errors of each run.
 
-    python -m pytest benchmarks/test_reference_work_precision.py --benchmark-only -s
+    python -m pytest benchmarks/test_reference_work_precision.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations

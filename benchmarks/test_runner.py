@@ -3,7 +3,7 @@
 Target: with 2 workers the default study runs at least 1.6x faster than serially. Both
 runs happen in the same session on the same machine (the ratio is the measurement).
 
-    python -m pytest benchmarks/test_runner.py --benchmark-only -s
+    python -m pytest benchmarks/test_runner.py --benchmark-only -s -n 0
 """
 
 from __future__ import annotations
