@@ -16,7 +16,7 @@ from solvers.backends import Array
 from solvers.equation.flow import LayerFlow
 from solvers.equation.jacobian import jacobian, relative_step
 from solvers.equation.norms import Placement, as_placement, layer_norm
-from solvers.equation.operators import attention, feed_forward
+from solvers.equation.operators import TokenLayout, attention, feed_forward
 from solvers.integrators.tableaux import stage_growth
 from solvers.methods.driver import integrate
 from solvers.methods.stepping import Step
@@ -184,7 +184,7 @@ def lie_layer_rounding_bound(
     if norm.normalises_inputs:
         error_in, lipschitz, _ = norm_rounding(u, *layer.norm1, eps, unit)
         z = ln(u, layer.norm1)
-        a = dt * attention(bk64, z, w, bias)
+        a = dt * attention(bk64, z, w, TokenLayout(bias))
         error = (
             dt * attention_lipschitz_bound(z, layer, bias) * np.max(error_in)
             + dt * row_norms(attention_rounding_bound(z, layer, bias, unit))
@@ -192,7 +192,7 @@ def lie_layer_rounding_bound(
         )
         u1 = u + a
     else:
-        a = dt * attention(bk64, u, w, bias)
+        a = dt * attention(bk64, u, w, TokenLayout(bias))
         u1 = u + a
         error = dt * row_norms(attention_rounding_bound(u, layer, bias, unit)) + unit * (
             row_norms(a) + row_norms(u1)

@@ -13,7 +13,13 @@ from properties.claim_check import ClaimCheck, largest_magnitude, require_finite
 from properties.conditioning.rounding_bounds import attention_rounding_bound
 from solvers import LayerWeights, backend
 from solvers.backends import Array, Backend, convert
-from solvers.equation.operators import RowWeights, attention, attention_heads, combine_heads
+from solvers.equation.operators import (
+    RowWeights,
+    TokenLayout,
+    attention,
+    attention_heads,
+    combine_heads,
+)
 from solvers.results.allowances import rounding_gamma
 
 CERTIFICATE_DIGITS = 20
@@ -64,9 +70,9 @@ def check_attention_weights(
         w = layer.on(bk)
         x = bk.asarray(u, "u")
         b = problem.score_bias(bk)
-        weights, values, outputs = attention_heads(bk, x, w, b, row_weights=row_weights)
+        weights, values, outputs = attention_heads(bk, x, w, TokenLayout(b), row_weights)
         row_sums = bk.sum(weights, -1)
-        operator = attention(bk, x, w, b)
+        operator = attention(bk, x, w, TokenLayout(b))
         for value in (weights, outputs, operator):
             require_finite(bk, value, "attention")
         difference = largest_magnitude(bk, combine_heads(bk, outputs, w) - operator)

@@ -21,7 +21,7 @@ from properties.conditioning.rounding_bounds import (
 from solvers import LayerWeights, backend, solve
 from solvers.backends import Array, Backend
 from solvers.equation.norms import as_placement, layer_norm
-from solvers.equation.operators import attention, feed_forward
+from solvers.equation.operators import TokenLayout, attention, feed_forward
 from solvers.errors import InvalidInputError
 from solvers.methods.transformer_layer import lie_step
 from solvers.methods.unsplit import Unsplit
@@ -120,8 +120,8 @@ def check_permutation_equivariance(
             if name == "attention":
                 compare(
                     "attention is permutation equivariant",
-                    attention(bk, x, w, b),
-                    attention(bk, y, w, b),
+                    attention(bk, x, w, TokenLayout(b)),
+                    attention(bk, y, w, TokenLayout(b)),
                     float(np.max(attention_rounding_bound(u, layer, bias, unit))),
                     "max |A(U[pi]) - A(U)[pi]| / max |A(U)|",
                 )

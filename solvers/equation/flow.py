@@ -15,6 +15,7 @@ from solvers.equation.controls import Controls
 from solvers.equation.manufactured import ManufacturedSolution
 from solvers.equation.norms import NormKind, Placement, as_placement
 from solvers.equation.operators import (
+    TokenLayout,
     TokenMap,
     attention,
     attention_scores,
@@ -135,9 +136,11 @@ class LayerFlow:
 
     def _attention_inputs(self, u: Array, layer: BackendLayer) -> tuple:
         """The arguments of the attention operators at u: the backend, the state seen
-        through norm 1, the layer, the score bias, the token maps and the rotary tables."""
+        through norm 1, the layer, and the tokens' layout (score bias, token maps, rotary
+        tables)."""
         normalised = self._normalised(u, layer, 1)
-        return self.bk, normalised, layer, self.score_bias, self.token_maps, self.rotary(layer)
+        tokens = TokenLayout(self.score_bias, self.token_maps, self.rotary(layer))
+        return self.bk, normalised, layer, tokens
 
     def _attention(self, u: Array, layer: BackendLayer) -> Array:
         return attention(*self._attention_inputs(u, layer))

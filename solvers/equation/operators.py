@@ -8,6 +8,7 @@ leading batch axes. Weights act on the right.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,68 +31,72 @@ RowWeights = Callable[[Backend, Array], Array]
 """Maps a head's scores (..., H, N, M) to its mixing weights (the row softmax by default)."""
 
 
-def attention(
-    bk: Backend,
-    u: Array,
-    layer: BackendLayer,
-    score_bias: Array | None = None,
-    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
-    rotary: tuple[Array, Array] | None = None,
-) -> Array:
+@dataclass(frozen=True, eq=False)
+class TokenLayout:
+    """How the tokens see one another beyond their states, in the attention operators:
+
+    - `score_bias` B, added to every head's scores (shape (N, M), or (M,) for a per-key
+      bias): log w^x for token quadrature weights (zero on the uniform grid), -inf above
+      the diagonal for a causal mask and at masked keys;
+    - `token_maps` (C_q, C_k, C_v), linear maps in the token variable acting before the
+      biases: Q_h = C_q (U Wq_h) + bq_h, K_h = C_k (U Wk_h) + bk_h, V_h = C_v (U Wv_h) +
+      bv_h (C commutes with the feature maps, so this is the map of C U): the CvT's
+      convolutional projections (solvers.space.cvt; C_k and C_v onto a coarser key grid of
+      M tokens, C_q onto N' query points), or a selection of rows; B then has shape
+      (N', M);
+    - `rotary`, the (cos, sin) tables of the tokens' positions (solvers.equation.rotary),
+      which a layer with rotary positions needs and no other layer takes.
+
+    `PLAIN` has none of them."""
+
+    score_bias: Array | None = None
+    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None
+    rotary: tuple[Array, Array] | None = None
+
+
+PLAIN = TokenLayout()
+
+
+def attention(bk: Backend, u: Array, layer: BackendLayer, tokens: TokenLayout = PLAIN) -> Array:
     """Multi-head attention A(U) = sum_h softmax_rows(S_h + B) V_h Wo_h + bo.
 
     Q_h = U Wq_h + bq_h, K_h = U Wk_h + bk_h, V_h = U Wv_h + bv_h and S_h = s Q_h K_h^T
-    with s = layer.scale. B (`score_bias`, shape (N, N) or (N,) for a per-key bias) is
-    added to every head's scores: log w^x for token quadrature weights (zero on the
-    uniform grid) and -inf above the diagonal for a causal mask. Summing the heads'
-    outputs V_h Wo_h equals concatenating them and applying the stacked Wo.
+    with s = layer.scale; B, maps in the token variable and rotary positions as `tokens`
+    gives them (TokenLayout). Summing the heads' outputs V_h Wo_h equals concatenating
+    them and applying the stacked Wo.
 
     With H_kv < H key-value heads, query head h uses key and value head floor(h H_kv / H)
     (grouped-query attention, docs/model.md section 7). A layer with rotary positions needs
-    `rotary`, the (cos, sin) tables of the tokens' positions (solvers.equation.rotary):
-    Q_h and K_h are rotated, row x by R(x), before the scores.
-
-    `token_maps` (C_q, C_k, C_v), linear maps in the token variable, act before the
-    biases: Q_h = C_q (U Wq_h) + bq_h, K_h = C_k (U Wk_h) + bk_h, V_h = C_v (U Wv_h) + bv_h
-    (C commutes with the feature maps, so this is the map of C U). They are the CvT's
-    convolutional projections (solvers.space.cvt; C_k and C_v onto a coarser key grid of M
-    tokens, C_q onto N' query points), or a selection of rows. B then has shape (N', M).
-    Defined for every finite U; a row of B that is -inf everywhere is not allowed.
+    the tables: Q_h and K_h are rotated, row x by R(x), before the scores. Defined for
+    every finite U; a row of B that is -inf everywhere is not allowed.
     """
-    outputs = attention_heads(bk, u, layer, score_bias, token_maps, rotary=rotary)[2]
-    return combine_heads(bk, outputs, layer)
+    return combine_heads(bk, attention_heads(bk, u, layer, tokens)[2], layer)
 
 
 def attention_heads(
     bk: Backend,
     u: Array,
     layer: BackendLayer,
-    score_bias: Array | None = None,
-    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
+    tokens: TokenLayout = PLAIN,
     row_weights: RowWeights | None = None,
-    rotary: tuple[Array, Array] | None = None,
 ) -> tuple[Array, Array, Array]:
     """Per query head h: (P_h, V_h, O_h) with P_h = softmax_rows(s Q_h K_h^T + B),
     O_h = P_h V_h, of shapes (..., H, N, M), (..., H, M, d_v), (..., H, N, d_v): the pieces
     `attention` sums, for the checks that look inside a head. `row_weights` replaces the row
     softmax. A layer with rotary positions without `rotary` tables is refused.
     """
-    scores, values = attention_scores(bk, u, layer, score_bias, token_maps, rotary)
+    scores, values = attention_scores(bk, u, layer, tokens)
     weights = bk.softmax_(scores) if row_weights is None else row_weights(bk, scores)
     return weights, values, bk.matmul(weights, values)
 
 
 def attention_scores(
-    bk: Backend,
-    u: Array,
-    layer: BackendLayer,
-    score_bias: Array | None = None,
-    token_maps: tuple[TokenMap, TokenMap, TokenMap] | None = None,
-    rotary: tuple[Array, Array] | None = None,
+    bk: Backend, u: Array, layer: BackendLayer, tokens: TokenLayout = PLAIN
 ) -> tuple[Array, Array]:
     """Per query head h: (S_h + B, V_h), the scores s Q_h K_h^T + B that the row softmax
     turns into weights (..., H, N, M) and the values (..., H, M, d_v), as `attention`
     defines them (grouped key-value heads repeated, rotary positions applied)."""
+    score_bias, token_maps, rotary = tokens.score_bias, tokens.token_maps, tokens.rotary
     if (layer.rope is None) != (rotary is None):
         raise InvalidInputError(
             "rotary tables are needed exactly for a layer with rotary positions (docs/model.md "

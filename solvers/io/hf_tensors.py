@@ -6,6 +6,7 @@ convention (docs/networks.md section 2).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -123,3 +124,37 @@ def linear(t: Tensors, name: str, d_in: int, d_out: int, bias: bool = True):
 
 def norm_pair(t: Tensors, name: str, d: int) -> tuple[np.ndarray, np.ndarray]:
     return t(f"{name}.weight", (d,)), t(f"{name}.bias", (d,))
+
+
+@dataclass(frozen=True)
+class EncoderNames:
+    """The tensor names (before .weight and .bias) of one encoder layer written with torch
+    Linear maps and LayerNorms: the query, key, value and output maps, the FFN's up and
+    down maps, and the norms after (post-LN) or before (pre-LN) the attention and the FFN."""
+
+    q: str
+    k: str
+    v: str
+    o: str
+    up: str
+    down: str
+    norm1: str
+    norm2: str
+
+
+def encoder_layer(
+    t: Tensors,
+    names: EncoderNames,
+    dims: tuple[int, int, int],
+    eps: float,
+    activation: str,
+    qkv_bias: bool = True,
+) -> LayerWeights:
+    """The LayerWeights of an encoder layer of width d, FFN width d_ff and H heads
+    (`dims` = (d, d_ff, H)) from its tensors; without `qkv_bias` the query, key and value
+    maps have none (zero biases)."""
+    d, d_ff, heads = dims
+    q, k, v = (linear(t, name, d, d, qkv_bias) for name in (names.q, names.k, names.v))
+    ffn = (*linear(t, names.up, d, d_ff), *linear(t, names.down, d_ff, d))
+    norms = (norm_pair(t, names.norm1, d), norm_pair(t, names.norm2, d))
+    return layer_of(q, k, v, linear(t, names.o, d, d), ffn, norms, heads, eps, activation)

@@ -36,8 +36,10 @@ import numpy as np
 
 from solvers.errors import InvalidInputError
 from solvers.io.hf_tensors import (
+    EncoderNames,
     Tensors,
     activation_name,
+    encoder_layer,
     heads_of,
     layer_of,
     linear,
@@ -75,66 +77,62 @@ def _bert(config: Mapping[str, Any], t: Tensors) -> Model:
             "changes the attention; only 'absolute' is supported"
         )
     d, d_ff = int(config["hidden_size"]), int(config["intermediate_size"])
-    heads = heads_of(config, d, "num_attention_heads", t.source)
+    dims = (d, d_ff, heads_of(config, d, "num_attention_heads", t.source))
     activation = activation_name(config, "hidden_act", t.source)
-    layers = []
-    for i in range(int(config["num_hidden_layers"])):
-        p = f"encoder.layer.{i}."
-        layers.append(
-            layer_of(
-                *(linear(t, f"{p}attention.self.{n}", d, d) for n in ("query", "key", "value")),
-                linear(t, f"{p}attention.output.dense", d, d),
-                (
-                    *linear(t, f"{p}intermediate.dense", d, d_ff),
-                    *linear(t, f"{p}output.dense", d_ff, d),
-                ),
-                (
-                    norm_pair(t, f"{p}attention.output.LayerNorm", d),
-                    norm_pair(t, f"{p}output.LayerNorm", d),
-                ),
-                heads,
-                float(config.get("layer_norm_eps", 1e-12)),
-                activation,
-            )
-        )
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    layers = [
+        encoder_layer(t, _bert_names(f"encoder.layer.{i}."), dims, eps, activation)
+        for i in range(int(config["num_hidden_layers"]))
+    ]
     embedding = TokenEmbedding(
         t("embeddings.word_embeddings.weight", (int(config["vocab_size"]), d)),
         t("embeddings.position_embeddings.weight", (int(config["max_position_embeddings"]), d)),
         t("embeddings.token_type_embeddings.weight", (int(config.get("type_vocab_size", 2)), d))[0],
-        (*norm_pair(t, "embeddings.LayerNorm", d), float(config.get("layer_norm_eps", 1e-12))),
+        (*norm_pair(t, "embeddings.LayerNorm", d), eps),
         int(config.get("pad_token_id", 1)) if config["model_type"] == "roberta" else None,
     )
     return Model(tuple(layers), "post", False, None, t.source, embedding)
 
 
+def _bert_names(p: str) -> EncoderNames:
+    """BERT's (and RoBERTa's) names of the layer under prefix p."""
+    return EncoderNames(
+        *(f"{p}attention.self.{n}" for n in ("query", "key", "value")),
+        f"{p}attention.output.dense",
+        f"{p}intermediate.dense",
+        f"{p}output.dense",
+        f"{p}attention.output.LayerNorm",
+        f"{p}output.LayerNorm",
+    )
+
+
 def _distilbert(config: Mapping[str, Any], t: Tensors) -> Model:
     d, d_ff = int(config["dim"]), int(config["hidden_dim"])
-    heads = heads_of(config, d, "n_heads", t.source)
+    dims = (d, d_ff, heads_of(config, d, "n_heads", t.source))
     activation = activation_name(config, "activation", t.source)
+    eps = 1e-12  # DistilBERT's layer norms fix eps = 1e-12
     layers = []
     for i in range(int(config["n_layers"])):
         p = f"transformer.layer.{i}."
-        layers.append(
-            layer_of(
-                *(linear(t, f"{p}attention.{n}_lin", d, d) for n in ("q", "k", "v", "out")),
-                (*linear(t, f"{p}ffn.lin1", d, d_ff), *linear(t, f"{p}ffn.lin2", d_ff, d)),
-                (norm_pair(t, f"{p}sa_layer_norm", d), norm_pair(t, f"{p}output_layer_norm", d)),
-                heads,
-                1e-12,  # DistilBERT's layer norms fix eps = 1e-12
-                activation,
-            )
+        names = EncoderNames(
+            *(f"{p}attention.{n}_lin" for n in ("q", "k", "v", "out")),
+            f"{p}ffn.lin1",
+            f"{p}ffn.lin2",
+            f"{p}sa_layer_norm",
+            f"{p}output_layer_norm",
         )
+        layers.append(encoder_layer(t, names, dims, eps, activation))
     embedding = TokenEmbedding(
         t("embeddings.word_embeddings.weight", (int(config["vocab_size"]), d)),
         t("embeddings.position_embeddings.weight", (int(config["max_position_embeddings"]), d)),
-        norm=(*norm_pair(t, "embeddings.LayerNorm", d), 1e-12),
+        norm=(*norm_pair(t, "embeddings.LayerNorm", d), eps),
     )
     return Model(tuple(layers), "post", False, None, t.source, embedding)
 
 
 def _vit(config: Mapping[str, Any], t: Tensors) -> Model:
     d, d_ff = int(config["hidden_size"]), int(config["intermediate_size"])
-    heads = heads_of(config, d, "num_attention_heads", t.source)
+    dims = (d, d_ff, heads_of(config, d, "num_attention_heads", t.source))
     activation = activation_name(config, "hidden_act", t.source)
     qkv_bias = bool(config.get("qkv_bias", True))
     eps = float(config.get("layer_norm_eps", 1e-12))
@@ -143,25 +141,13 @@ def _vit(config: Mapping[str, Any], t: Tensors) -> Model:
     for i in range(int(config["num_hidden_layers"])):
         if v5:
             p = f"layers.{i}."
-            names = [f"{p}attention.{n}_proj" for n in "qkvo"] + [f"{p}mlp.fc1", f"{p}mlp.fc2"]
+            maps = [f"{p}attention.{n}_proj" for n in "qkvo"] + [f"{p}mlp.fc1", f"{p}mlp.fc2"]
         else:
             p = f"encoder.layer.{i}."
-            names = [f"{p}attention.attention.{n}" for n in ("query", "key", "value")]
-            names += [f"{p}attention.output.dense", f"{p}intermediate.dense", f"{p}output.dense"]
-        q, k, v = (linear(t, n, d, d, qkv_bias) for n in names[:3])
-        layers.append(
-            layer_of(
-                q,
-                k,
-                v,
-                linear(t, names[3], d, d),
-                (*linear(t, names[4], d, d_ff), *linear(t, names[5], d_ff, d)),
-                (norm_pair(t, f"{p}layernorm_before", d), norm_pair(t, f"{p}layernorm_after", d)),
-                heads,
-                eps,
-                activation,
-            )
-        )
+            maps = [f"{p}attention.attention.{n}" for n in ("query", "key", "value")]
+            maps += [f"{p}attention.output.dense", f"{p}intermediate.dense", f"{p}output.dense"]
+        names = EncoderNames(*maps, f"{p}layernorm_before", f"{p}layernorm_after")
+        layers.append(encoder_layer(t, names, dims, eps, activation, qkv_bias))
     final = Readout(norm=(*norm_pair(t, "layernorm", d), eps))
     patch, channels = int(config["patch_size"]), int(config.get("num_channels", 3))
     size = config["image_size"]

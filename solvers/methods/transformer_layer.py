@@ -10,7 +10,7 @@ from solvers.backends import Array, Backend
 from solvers.equation.controls import PiecewiseControls
 from solvers.equation.flow import LayerFlow
 from solvers.equation.norms import Placement, layer_norm
-from solvers.equation.operators import attention
+from solvers.equation.operators import TokenLayout, attention
 from solvers.equation.packed import BackendLayer
 from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
@@ -54,7 +54,7 @@ def paper_six_substeps(
         )
     identity = bk.asarray(np.eye(d))
     w1_shifted, w2_shifted = layer.w1 - identity, layer.w2 - identity
-    u1 = u + attention(bk, u, layer, score_bias)
+    u1 = u + attention(bk, u, layer, TokenLayout(score_bias))
     u2 = layer_norm(bk, u1, *layer.norm1, layer.eps)
     u3 = bk.relu_(u2 + bk.matmul(u2, w1_shifted) + layer.b1)
     u4 = u3 + bk.matmul(u3, w2_shifted) + layer.b2

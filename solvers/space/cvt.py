@@ -18,7 +18,7 @@ import numpy as np
 
 from solvers.backends import backend
 from solvers.equation.controls import Controls
-from solvers.equation.operators import TokenMap, attention
+from solvers.equation.operators import TokenLayout, TokenMap, attention
 from solvers.equation.problem import Problem
 from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
@@ -193,4 +193,4 @@ def conv_attention_at(
         on_key_grid(projection.kappa_v),
     )
     with bk.active():
-        return attention(bk, f(grid), layer.on(bk), token_maps=maps)
+        return attention(bk, f(grid), layer.on(bk), TokenLayout(token_maps=maps))

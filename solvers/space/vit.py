@@ -14,7 +14,7 @@ import numpy as np
 
 from solvers.backends import backend
 from solvers.equation.controls import Controls
-from solvers.equation.operators import attention
+from solvers.equation.operators import TokenLayout, attention
 from solvers.equation.problem import Problem
 from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError
@@ -84,7 +84,7 @@ def attention_2d_at(
     bk = backend("float64")
     with bk.active():
         u = np.concatenate([f(points), f(nodes)])
-        return attention(bk, u, layer.on(bk), np.log(weights), maps)
+        return attention(bk, u, layer.on(bk), TokenLayout(np.log(weights), maps))
 
 
 def probed_problem(

@@ -119,7 +119,7 @@ def test_on_the_grid_the_nystrom_form_is_the_flows_operator(stride):
     """At the grid nodes, the FFT-based Nystrom extension equals the attention with the
     dense token maps that a Problem carries."""
     from solvers import backend
-    from solvers.equation.operators import attention
+    from solvers.equation.operators import TokenLayout, attention
 
     projection = ConvProjection(
         skewed(tent_kernel(0.2)), skewed(tent_kernel(0.3)), skewed(gaussian_kernel(0.1)), stride
@@ -128,7 +128,7 @@ def test_on_the_grid_the_nystrom_form_is_the_flows_operator(stride):
     bk = backend("float64")
     with bk.active():
         maps = [lambda x, c=c: c @ x for c in projection.matrices(8)]
-        dense = attention(bk, smooth_data(points), LAYER.on(bk), token_maps=maps)
+        dense = attention(bk, smooth_data(points), LAYER.on(bk), TokenLayout(token_maps=maps))
     nystrom = conv_attention_at(LAYER, projection, smooth_data, 8, points)
     assert np.abs(nystrom - dense).max() < 1e-13
 

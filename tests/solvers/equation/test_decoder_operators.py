@@ -22,7 +22,7 @@ from solvers import (
 )
 from solvers.backends import REGISTRY
 from solvers.equation.norms import rms_norm
-from solvers.equation.operators import attention, feed_forward
+from solvers.equation.operators import TokenLayout, attention, feed_forward
 from solvers.equation.rotary import rotary_tables
 
 FLOAT64 = backend("float64")
@@ -79,8 +79,8 @@ def test_grouped_query_attention_is_attention_with_repeated_key_value_maps():
             **{k: np.repeat(getattr(layer, k), group, axis=0) for k in ("wk", "bk", "wv", "bv")},
         )
         tables = rotary_tables(FLOAT64, np.arange(5.0), 1e4, 1.0, layer.d_k)
-        got = attention(FLOAT64, U, layer.on(FLOAT64), rotary=tables)
-        expected = attention(FLOAT64, U, plain.on(FLOAT64), rotary=tables)
+        got = attention(FLOAT64, U, layer.on(FLOAT64), TokenLayout(rotary=tables))
+        expected = attention(FLOAT64, U, plain.on(FLOAT64), TokenLayout(rotary=tables))
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
 
 
@@ -216,7 +216,7 @@ def test_rotary_attention_has_a_token_grid_limit_at_physical_positions():
         u = np.sin(0.7 * x[:, None] + phases) + 0.5 * np.cos(0.3 * x[:, None] * phases)
         positions = x if physical else np.arange(4.0 * r)
         tables = rotary_tables(FLOAT64, positions, 1e4, 1.0, layer.d_k)
-        return attention(FLOAT64, u, packed, rotary=tables)[::r]
+        return attention(FLOAT64, u, packed, TokenLayout(rotary=tables))[::r]
 
     fine = attended(256, True)
     errors = [np.abs(attended(r, True) - fine).max() for r in (8, 16, 32)]
