@@ -8,14 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from solvers import (
-    InvalidInputError,
-    LayerWeights,
-    PiecewiseControls,
-    Problem,
-    solve,
-    solve_reference,
-)
+from solvers import LayerWeights, PiecewiseControls, Problem, solve, solve_reference
+from solvers.errors import InvalidInputError
 from solvers.solving import METHODS
 from tests.precisions import ALL_PRECISIONS
 

@@ -7,15 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from solvers import (
-    InvalidInputError,
-    LayerWeights,
-    PiecewiseControls,
-    Problem,
-    solve,
-    solve_reference,
-)
+from solvers import LayerWeights, PiecewiseControls, Problem, solve, solve_reference
 from solvers.equation.controls import SmoothControls
+from solvers.errors import InvalidInputError
 
 
 def test_constant_keyframes_are_the_piecewise_layer(rng):

@@ -14,14 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from solvers import (
-    LayerWeights,
-    PiecewiseControls,
-    Problem,
-    backend,
-    solve,
-    solve_reference,
-)
+from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve, solve_reference
 from solvers.equation.exact import uniform_attention_solution
 from solvers.equation.flow import LayerFlow
 from solvers.integrators.tableaux import extrapolation_evaluations

@@ -10,9 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve_reference
+from solvers import backend, solve_reference
 from solvers.reference.softmax_reach import softmax_reach
 from tests.scipy_truth import dop853_final_state
+from tests.switching_flow import growing_gated_flow
 
 
 class LinearScores:
@@ -109,17 +110,6 @@ def test_masked_keys_and_still_scores_do_not_limit_the_reach():
     assert softmax_reach(moving, 0, 0.0, np.zeros((1, 1)), np.zeros((1, 1))) == math.inf
 
 
-def _growing_gated_flow() -> Problem:
-    """Two gated ReLU layers without norms (d 4, d_ff 8, 3 tokens): the state grows to
-    |u| of about 160, the scores to about 3000, and rows of the softmax switch keys
-    within about 1e-5 of time."""
-    rng = np.random.default_rng(1)
-    for _ in range(2):  # the draws before these layers in the review that found the case
-        LayerWeights.random(4, 2, 8, rng, bias_scale=0.5)
-    layers = [LayerWeights.random(4, 2, 8, rng, gated=True, bias_scale=0.5) for _ in range(2)]
-    return Problem(rng.standard_normal((3, 4)), PiecewiseControls(layers), 2, norm="none")
-
-
 @pytest.mark.parametrize("tol", [1e-6, 1e-8])
 def test_the_estimate_holds_where_the_softmax_switches_within_a_step(tol):
     # Before the reach capped the steps, one step of 3.4e-4 jumped a switch of width
@@ -127,7 +117,7 @@ def test_the_estimate_holds_where_the_softmax_switches_within_a_step(tol):
     # off by 4e-5, and the final state was off by 1.0e-3 (tol 1e-8) and 0.16 (tol 1e-6)
     # under estimates of 3.8e-5 and 6.7e-3. DOP853 at 1e-13 is within 1e-8 of an arb
     # reference at 22 digits (tol 1e-18) here.
-    problem = _growing_gated_flow()
+    problem = growing_gated_flow()
     truth = dop853_final_state(problem, 1e-13)
     result = solve_reference(problem, tol=tol)
     assert np.abs(result.states[-1] - truth).max() <= result.error[-1]
@@ -138,7 +128,7 @@ def test_the_reach_lets_the_tolerance_control_the_error():
     with the diagonal estimate that still covers the error, it is 1.5e-5 (estimate
     5.2e-5): the steps that jump a switch are off by far more than the tolerance
     asks, and the estimate holds only by its caution."""
-    problem = _growing_gated_flow()
+    problem = growing_gated_flow()
     truth = dop853_final_state(problem, 1e-13)
     result = solve_reference(problem, tol=1e-8)
     assert np.abs(result.states[-1] - truth).max() <= 100 * 1e-8

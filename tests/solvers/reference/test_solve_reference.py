@@ -14,14 +14,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from solvers import (
-    LayerWeights,
-    PiecewiseControls,
-    Problem,
-    backend,
-    solve,
-    solve_reference,
-)
+from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve, solve_reference
 from solvers.equation.exact import uniform_attention_solution
 from solvers.equation.flow import LayerFlow
 from solvers.errors import IntegrationError
