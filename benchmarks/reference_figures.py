@@ -260,7 +260,7 @@ def page(seeds: int) -> str:
     """The whole page, every figure measured now."""
     started = time.time()
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
     ).stdout.strip()
     (calibration_count, *calibrated) = calibration(range(seeds))
     reached = list(reach())
