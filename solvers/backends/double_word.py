@@ -21,15 +21,13 @@ the square root):
   with the residual in double-word: a few u^2 (measured as above).
 
 Every result is renormalised (|z_l| <= ulp(z_h) / 2). Limbs are float64 arrays of one
-shape; the kernels run elementwise over them (`binary`, `unary`), broadcasting the
-operands first. Valid for finite operands whose results neither overflow nor fall into
+shape; the kernels run elementwise over them (`binary`), broadcasting the operands
+first. Valid for finite operands whose results neither overflow nor fall into
 float64's subnormal range (where the low limb loses its digits); a zero divisor gives
 inf or nan as float64 does.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -120,28 +118,28 @@ def _sqrt(xh, xl):
     return fast_two_sum(s, residual / (2.0 * s))
 
 
-def _elementwise_binary(scalar):
-    @numba.njit(cache=True)
-    def kernel(xh, xl, yh, yl, zh, zl):
-        for i in range(zh.size):
-            zh[i], zl[i] = scalar(xh[i], xl[i], yh[i], yl[i])
-
-    return kernel
+ADD, MUL, DIV = 0, 1, 2
+"""The operations of `_binary`: one kernel with the operation an argument, since kernels
+made by a factory close over their operation and miss numba's disk cache in every new
+process (measured: each start recompiled them, 3 s, and the cache index grew)."""
 
 
-def _elementwise_unary(scalar):
-    @numba.njit(cache=True)
-    def kernel(xh, xl, zh, zl):
-        for i in range(zh.size):
-            zh[i], zl[i] = scalar(xh[i], xl[i])
+@numba.njit(cache=True)
+def _binary(operation, xh, xl, yh, yl, zh, zl):
+    for i in range(zh.size):
+        if operation == ADD:
+            zh[i], zl[i] = _add(xh[i], xl[i], yh[i], yl[i])
+        elif operation == MUL:
+            zh[i], zl[i] = _mul(xh[i], xl[i], yh[i], yl[i])
+        else:
+            zh[i], zl[i] = _div(xh[i], xl[i], yh[i], yl[i])
 
-    return kernel
 
+@numba.njit(cache=True)
+def _square_root(xh, xl, zh, zl):
+    for i in range(zh.size):
+        zh[i], zl[i] = _sqrt(xh[i], xl[i])
 
-_ADD = _elementwise_binary(_add)
-_MUL = _elementwise_binary(_mul)
-_DIV = _elementwise_binary(_div)
-_SQRT = _elementwise_unary(_sqrt)
 
 Limbs = tuple[np.ndarray, np.ndarray]
 """(high, low): float64 arrays of one shape."""
@@ -151,42 +149,38 @@ def _flat(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(array, shape), dtype=np.float64).ravel()
 
 
-def binary(kernel: Callable, x: Limbs, y: Limbs) -> Limbs:
-    """A two-operand kernel over x and y broadcast against each other."""
+def binary(operation: int, x: Limbs, y: Limbs) -> Limbs:
+    """ADD, MUL or DIV elementwise over x and y broadcast against each other."""
     shape = np.broadcast_shapes(*(np.shape(limb) for limb in (*x, *y)))
     zh, zl = np.empty(shape), np.empty(shape)
-    kernel(*(_flat(limb, shape) for limb in (*x, *y)), zh.reshape(-1), zl.reshape(-1))
-    return zh, zl
-
-
-def unary(kernel: Callable, x: Limbs) -> Limbs:
-    """A one-operand kernel over x."""
-    shape = np.broadcast_shapes(*(np.shape(limb) for limb in x))
-    zh, zl = np.empty(shape), np.empty(shape)
-    kernel(*(_flat(limb, shape) for limb in x), zh.reshape(-1), zl.reshape(-1))
+    flat = (_flat(limb, shape) for limb in (*x, *y))
+    _binary(operation, *flat, zh.reshape(-1), zl.reshape(-1))
     return zh, zl
 
 
 def add(x: Limbs, y: Limbs) -> Limbs:
     """x + y (AccurateDWPlusDW): relative error at most 3 u^2 / (1 - 4 u)."""
-    return binary(_ADD, x, y)
+    return binary(ADD, x, y)
 
 
 def sub(x: Limbs, y: Limbs) -> Limbs:
     """x - y: `add` of -y (negation is exact)."""
-    return binary(_ADD, x, (-y[0], -y[1]))
+    return binary(ADD, x, (-y[0], -y[1]))
 
 
 def mul(x: Limbs, y: Limbs) -> Limbs:
     """x y (DWTimesDW3): relative error at most 4 u^2."""
-    return binary(_MUL, x, y)
+    return binary(MUL, x, y)
 
 
 def div(x: Limbs, y: Limbs) -> Limbs:
     """x / y from three quotient digits (QD's accurate division)."""
-    return binary(_DIV, x, y)
+    return binary(DIV, x, y)
 
 
 def sqrt(x: Limbs) -> Limbs:
     """sqrt(x) for x >= 0 by one Karp-Markstein step; nan below 0 as float64."""
-    return unary(_SQRT, x)
+    shape = np.broadcast_shapes(*(np.shape(limb) for limb in x))
+    zh, zl = np.empty(shape), np.empty(shape)
+    _square_root(*(_flat(limb, shape) for limb in x), zh.reshape(-1), zl.reshape(-1))
+    return zh, zl
