@@ -35,9 +35,10 @@ import numpy as np
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve_reference
 from solvers.equation.flow import LayerFlow
 from solvers.errors import TideError
-from solvers.reference.controller import Controller, Work
-from solvers.reference.guard_digits import tolerance_for
+from solvers.methods.driver import integrate
+from solvers.reference.controller import Work
 from solvers.reference.layer_system import layer_system
+from solvers.reference.method import ControlledReference, ReferenceRun
 from tests.switching_flow import growing_gated_flow
 
 SEEDS = 4
@@ -166,12 +167,12 @@ def _uncapped(problem: Problem, tol: float) -> tuple[np.ndarray, float, int]:
     each layer's System: its final state, estimate and field evaluations."""
     bk = backend("float64")
     flow = LayerFlow.from_problem(problem, bk)
-    controller = Controller(bk, tolerance_for(bk, tol), 100_000, Work())
-    u = problem.initial_state(bk)
-    for n in range(int(problem.t_final)):
-        system = dataclasses.replace(layer_system(flow, n), caps=())
-        u = controller.cross(system, bk.asarray(float(n)), u, bk.asarray(1.0))
-    return np.asarray(u), controller.error, controller.work.evaluations
+    run = ReferenceRun(
+        ControlledReference(tol=tol).controller(bk, Work()),
+        lambda flow, n: dataclasses.replace(layer_system(flow, n), caps=()),
+    )
+    states = integrate(problem, run, 1, flow)
+    return np.asarray(states[-1]), run.errors[-1], run.work.evaluations
 
 
 def reach() -> Iterator[list[str]]:

@@ -124,9 +124,8 @@ def time_step_study(
     against = {"successive": True} if exact is None else {"truth": exact}
     results = []
     for name in methods:
-        refinement = refine(
-            partial(_run, problem, name, bk), steps, partial(_final_error, bk), **against
-        )
+        run = partial(solve_layers, problem, name, backend=bk)
+        refinement = refine(run, steps, partial(_final_error, bk), **against)
         errors = [
             _layer_errors(bk, v, t)
             for v, t in zip(refinement.values, refinement.truths, strict=True)
@@ -161,11 +160,6 @@ def time_step_study(
         precision=repr(bk),
         configuration={"norm": problem.norm, "t_final": problem.t_final, **(configuration or {})},
     )
-
-
-def _run(problem: Problem, name: str, bk: Backend, steps_per_unit: int) -> np.ndarray:
-    """The method's states at the layer boundaries at that many steps per unit."""
-    return solve_layers(problem, name, steps_per_unit, bk)
 
 
 def _layer_errors(bk: Backend, run: np.ndarray, truth: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from solvers.backends import Array, Backend
@@ -14,6 +15,7 @@ from solvers.methods.stepping import Span, StepHook, SteppingMethod
 from solvers.reference.controller import MAX_STEPS, Controller, Work
 from solvers.reference.guard_digits import tolerance_for
 from solvers.reference.layer_system import layer_system
+from solvers.reference.system import System
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,19 @@ class ReferenceRun(SteppingMethod):
     """One run of the reference over a whole problem, as the layer loop crosses it: one
     controller across the layers (its step size, column and global estimate carry over),
     its global estimate recorded at every layer boundary (`errors`), its work in `work`.
-    It only crosses spans: a single step of the reference is ControlledReference.step."""
+    It only crosses spans: a single step of the reference is ControlledReference.step.
+    `systems(flow, n)` makes each layer's System (`layer_system` unless given: a study of
+    the controller may take a provider out)."""
 
     name = "reference"
     free_order = math.inf
 
-    def __init__(self, controller: Controller) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        controller: Controller,
+        systems: Callable[[LayerFlow, int], System] = layer_system,
+    ) -> None:
+        self.controller, self.systems = controller, systems
         self.errors = [0.0]
 
     @property
@@ -68,7 +76,7 @@ class ReferenceRun(SteppingMethod):
     ) -> Array:
         """u at the end of the span, with every ReLU kink located; `on_step` sees every
         accepted step with the pattern it held."""
-        system = layer_system(flow, span.layer)
+        system = self.systems(flow, span.layer)
         u = self.controller.cross(system, span.start, u, span.length, on_step=on_step)
         self.errors.append(self.controller.error)
         return u

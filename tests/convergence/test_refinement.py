@@ -28,6 +28,8 @@ def test_a_first_order_sequence_against_its_limit():
     estimate = refinement.estimate(1.0)
     assert estimate.verdict == OrderVerdict.PASS
     assert estimate.order == pytest.approx(1.0, abs=0.1)
+    # judged against the wrong order, the same levels must not pass
+    assert refinement.estimate(2.0).verdict == OrderVerdict.FAIL
 
 
 def test_successive_differences_drop_the_finest_level():
