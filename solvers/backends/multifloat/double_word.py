@@ -1,8 +1,7 @@
 """Double-word arithmetic: a number as the unevaluated sum x = x_h + x_l of two float64
 limbs with |x_l| <= ulp(x_h) / 2, about 32 decimal digits, in compiled kernels (numba)
-built from error-free transformations (docs/rounding.md section 6). The first limb count
-of the multi-float number systems (float64x2); three and four limbs follow the same
-construction.
+built from error-free transformations (docs/rounding.md section 6). The two-limb case
+of the multi-float number systems (float64x2); `expansions` carries three and four.
 
 The algorithms and their proven relative error bounds, u = 2^-53 (Joldes, Muller and
 Popescu, "Tight and rigorous error bounds for basic building blocks of double-word
@@ -11,20 +10,20 @@ the square root):
 
 - `two_sum` (Knuth's TwoSum) and `fast_two_sum` (Dekker's, |a| >= |b|): s + t = a + b
   exactly; `two_prod`: p + e = a b exactly with one fused multiply-add.
-- `add` (AccurateDWPlusDW, their Algorithm 6): relative error at most 3 u^2 / (1 - 4 u),
+- `_add` (AccurateDWPlusDW, their Algorithm 6): relative error at most 3 u^2 / (1 - 4 u),
   with or without cancellation.
-- `mul` (DWTimesDW3, Algorithm 12, with FMA): at most 4 u^2.
-- `div`: three quotient digits, each from the float64 quotient of the remainder, the
+- `_mul` (DWTimesDW3, Algorithm 12, with FMA): at most 4 u^2.
+- `_div`: three quotient digits, each from the float64 quotient of the remainder, the
   remainder computed in double-word (QD's accurate division), then renormalised: a few
-  u^2 (tests/solvers/backends/test_double_word.py measures it against exact rationals).
-- `sqrt`: Karp and Markstein's step from the float64 square root, s + (x - s^2) / (2 s)
+  u^2 (tests/solvers/backends/multifloat/test_expansions.py measures it against exact
+  rationals).
+- `_sqrt`: Karp and Markstein's step from the float64 square root, s + (x - s^2) / (2 s)
   with the residual in double-word: a few u^2 (measured as above).
 
-Every result is renormalised (|z_l| <= ulp(z_h) / 2). Limbs are float64 arrays of one
-shape; the kernels run elementwise over them (`binary`), broadcasting the operands
-first. Valid for finite operands whose results neither overflow nor fall into
-float64's subnormal range (where the low limb loses its digits); a zero divisor gives
-inf or nan as float64 does.
+Every result is renormalised (|z_l| <= ulp(z_h) / 2). These are the scalar kernels; the
+array kernels of `expansions` run them elementwise over limb arrays. Valid for finite
+operands whose results neither overflow nor fall into float64's subnormal range (where
+the low limb loses its digits); a zero divisor gives inf or nan as float64 does.
 """
 
 from __future__ import annotations
@@ -116,71 +115,3 @@ def _sqrt(xh, xl):
     sh, sl = two_prod(s, s)
     residual = _add(xh, xl, -sh, -sl)[0]  # x - s^2, its high limb enough for the step
     return fast_two_sum(s, residual / (2.0 * s))
-
-
-ADD, MUL, DIV = 0, 1, 2
-"""The operations of `_binary`: one kernel with the operation an argument, since kernels
-made by a factory close over their operation and miss numba's disk cache in every new
-process (measured: each start recompiled them, 3 s, and the cache index grew)."""
-
-
-@numba.njit(cache=True)
-def _binary(operation, xh, xl, yh, yl, zh, zl):
-    for i in range(zh.size):
-        if operation == ADD:
-            zh[i], zl[i] = _add(xh[i], xl[i], yh[i], yl[i])
-        elif operation == MUL:
-            zh[i], zl[i] = _mul(xh[i], xl[i], yh[i], yl[i])
-        else:
-            zh[i], zl[i] = _div(xh[i], xl[i], yh[i], yl[i])
-
-
-@numba.njit(cache=True)
-def _square_root(xh, xl, zh, zl):
-    for i in range(zh.size):
-        zh[i], zl[i] = _sqrt(xh[i], xl[i])
-
-
-Limbs = tuple[np.ndarray, np.ndarray]
-"""(high, low): float64 arrays of one shape."""
-
-
-def _flat(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    return np.ascontiguousarray(np.broadcast_to(array, shape), dtype=np.float64).ravel()
-
-
-def binary(operation: int, x: Limbs, y: Limbs) -> Limbs:
-    """ADD, MUL or DIV elementwise over x and y broadcast against each other."""
-    shape = np.broadcast_shapes(*(np.shape(limb) for limb in (*x, *y)))
-    zh, zl = np.empty(shape), np.empty(shape)
-    flat = (_flat(limb, shape) for limb in (*x, *y))
-    _binary(operation, *flat, zh.reshape(-1), zl.reshape(-1))
-    return zh, zl
-
-
-def add(x: Limbs, y: Limbs) -> Limbs:
-    """x + y (AccurateDWPlusDW): relative error at most 3 u^2 / (1 - 4 u)."""
-    return binary(ADD, x, y)
-
-
-def sub(x: Limbs, y: Limbs) -> Limbs:
-    """x - y: `add` of -y (negation is exact)."""
-    return binary(ADD, x, (-y[0], -y[1]))
-
-
-def mul(x: Limbs, y: Limbs) -> Limbs:
-    """x y (DWTimesDW3): relative error at most 4 u^2."""
-    return binary(MUL, x, y)
-
-
-def div(x: Limbs, y: Limbs) -> Limbs:
-    """x / y from three quotient digits (QD's accurate division)."""
-    return binary(DIV, x, y)
-
-
-def sqrt(x: Limbs) -> Limbs:
-    """sqrt(x) for x >= 0 by one Karp-Markstein step; nan below 0 as float64."""
-    shape = np.broadcast_shapes(*(np.shape(limb) for limb in x))
-    zh, zl = np.empty(shape), np.empty(shape)
-    _square_root(*(_flat(limb, shape) for limb in x), zh.reshape(-1), zl.reshape(-1))
-    return zh, zl

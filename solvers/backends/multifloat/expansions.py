@@ -1,0 +1,240 @@
+"""Floating-point expansions of n float64 limbs, x = x_0 + x_1 + ... + x_{n-1}, normalised
+so that each limb is at most half an ulp of the one before (|x_{k+1}| <= ulp(x_k) / 2):
+about 53 n bits, 32, 48 and 64 decimal digits at n = 2, 3 and 4 (docs/rounding.md
+section 6). Compiled kernels (numba) over limb arrays of shape (n, size).
+
+Two limbs use the double-word algorithms with proven bounds (`double_word`). Three and
+four use the expansion algorithms of Joldes, Marty, Muller and Popescu ("Arithmetic
+algorithms for extended precision using floating-point expansions", IEEE Trans. Computers
+65(4), 2016; their CAMPARY library), every one ending in the same renormalisation:
+
+- `_renormalise` (their VecSum followed by VecSumErrBranch): a TwoSum sweep from the
+  smallest term up leaves the terms' exact sum as a float64 sum and its rounding errors;
+  a second sweep down the list keeps a limb each time the running carry is non-zero, and
+  stops after n limbs. The sweeps are exact; only the discarded tail (below half an ulp
+  of the last limb kept) is lost.
+- addition merges the 2 n limbs of the operands by magnitude and renormalises them: the
+  exact sum is kept until the renormalisation, so cancellation costs nothing.
+- multiplication forms the products x_i y_j with i + j < n exactly (TwoProd) and those
+  with i + j = n rounded, orders them by their diagonal i + j (their magnitudes' order),
+  and renormalises; the products with i + j > n and the errors of the rounded ones are
+  below 2^(-53 n) relative and are dropped.
+- division takes n + 1 quotient digits, each the float64 quotient of the remainder by
+  y_0, the remainder updated in n-limb arithmetic (Hida, Li and Bailey's long division).
+- the square root takes Newton steps s <- s + (x - s^2) / (2 s) from the float64 root,
+  each doubling the correct bits: one step for n = 2 (done by `double_word`), two for 3
+  and 4.
+
+The errors measured against exact rationals are in docs/rounding.md section 6
+(tests/solvers/backends/multifloat/test_expansions.py). Valid for finite operands whose
+results stay in float64's normal range (a limb below 2^-1022 loses digits).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from solvers.backends.multifloat import double_word as dw
+from solvers.backends.multifloat.double_word import two_prod, two_sum
+
+LIMBS = (2, 3, 4)
+"""The limb counts the kernels support."""
+
+ADD, SUB, MUL, DIV = 0, 1, 2, 3
+"""The operations of `_binary` (one kernel with the operation an argument: kernels closed
+over their operation miss numba's disk cache in every new process)."""
+
+
+@numba.njit(cache=True, inline="always")
+def _vec_sum(t, m):
+    """VecSum: t[0:m] replaced by a float64 sum of its terms, t[0], and the rounding errors
+    of the sweep from the bottom, with the same exact sum."""
+    s = t[m - 1]
+    for k in range(m - 2, -1, -1):
+        s, t[k + 1] = two_sum(t[k], s)
+    t[0] = s
+
+
+@numba.njit(cache=True, inline="always")
+def _renormalise(t, m, z, i, n):
+    """z[:, i] = the n-limb expansion nearest the exact sum of t[0:m] (t ordered by
+    decreasing magnitude); t is overwritten."""
+    _vec_sum(t, m)
+    j = 0
+    carry = t[0]
+    for k in range(1, m):
+        limb, error = two_sum(carry, t[k])
+        if error != 0.0:
+            z[j, i] = limb
+            j += 1
+            if j == n:
+                return
+            carry = error
+        else:
+            carry = limb
+    z[j, i] = carry
+    for k in range(j + 1, n):
+        z[k, i] = 0.0
+
+
+@numba.njit(cache=True, inline="always")
+def _merge(x, i, y, iy, sign, t, n):
+    """t[0:2n] = the limbs of x[:, i] and sign y[:, iy], merged by decreasing magnitude."""
+    a = b = 0
+    for k in range(2 * n):
+        if b >= n or (a < n and abs(x[a, i]) >= abs(y[b, iy])):
+            t[k] = x[a, i]
+            a += 1
+        else:
+            t[k] = sign * y[b, iy]
+            b += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _products(x, i, y, iy, t, n):
+    """The products x_a y_b with a + b <= n in t, diagonal by diagonal: diagonal k holds
+    the high parts of its exact products (a + b = k < n) and the low parts of diagonal
+    k - 1; diagonal n the rounded products and the low parts of diagonal n - 1. Returns
+    the count of terms."""
+    m = 0
+    for k in range(n + 1):
+        for a in range(k + 1):
+            b = k - a
+            if b >= n or a >= n:
+                continue
+            t[m] = x[a, i] * y[b, iy]  # TwoProd's high part below diagonal n
+            m += 1
+        if k > 0:
+            for a in range(k):
+                b = k - 1 - a
+                t[m] = two_prod(x[a, i], y[b, iy])[1]
+                m += 1
+    return m
+
+
+@numba.njit(cache=True, inline="always")
+def _divide(x, i, y, iy, z, iz, n, t, r, q):
+    """z[:, iz] = x[:, i] / y[:, iy] by long division: n + 1 quotient digits q_k =
+    r_0 / y_0 of the remainder r <- r - q_k y, kept in n limbs."""
+    for k in range(n):
+        r[k, 0] = x[k, i]
+    for digit in range(n + 1):
+        qk = r[0, 0] / y[0, iy]
+        q[digit] = qk
+        if digit == n:
+            break
+        m = 0
+        for k in range(n):
+            t[m] = r[k, 0]
+            p, e = two_prod(y[k, iy], qk)
+            t[m + 1] = -p
+            t[m + 2] = -e
+            m += 3
+        _sort(t, m)
+        _renormalise(t, m, r, 0, n)
+    for k in range(n + 1):
+        t[k] = q[k]
+    _renormalise(t, n + 1, z, iz, n)
+
+
+@numba.njit(cache=True, inline="always")
+def _sort(t, m):
+    """t[0:m] by decreasing magnitude (insertion sort: m is at most 3 n)."""
+    for k in range(1, m):
+        value = t[k]
+        j = k - 1
+        while j >= 0 and abs(t[j]) < abs(value):
+            t[j + 1] = t[j]
+            j -= 1
+        t[j + 1] = value
+
+
+@numba.njit(cache=True)
+def _binary(operation, x, y, z):
+    """z = x (operation) y elementwise for limb arrays of shape (n, size), n = x.shape[0]."""
+    n, size = z.shape
+    if n == 2:
+        for i in range(size):
+            if operation == MUL:
+                z[0, i], z[1, i] = dw._mul(x[0, i], x[1, i], y[0, i], y[1, i])
+            elif operation == DIV:
+                z[0, i], z[1, i] = dw._div(x[0, i], x[1, i], y[0, i], y[1, i])
+            else:
+                sign = 1.0 if operation == ADD else -1.0
+                z[0, i], z[1, i] = dw._add(x[0, i], x[1, i], sign * y[0, i], sign * y[1, i])
+        return
+    t = np.empty(n * n + 3 * n)
+    r = np.empty((n, 1))
+    q = np.empty(n + 1)
+    for i in range(size):
+        if operation == MUL:
+            m = _products(x, i, y, i, t, n)
+            _vec_sum(t, m)  # the diagonals are ordered only roughly: one sweep more
+            _renormalise(t, m, z, i, n)
+        elif operation == DIV:
+            _divide(x, i, y, i, z, i, n, t, r, q)
+        else:
+            _merge(x, i, y, i, 1.0 if operation == ADD else -1.0, t, n)
+            _renormalise(t, 2 * n, z, i, n)
+
+
+@numba.njit(cache=True)
+def _square_root(x, z):
+    """z = sqrt(x) elementwise (x >= 0; nan below 0 and 0 at 0, as float64)."""
+    n, size = z.shape
+    if n == 2:
+        for i in range(size):
+            z[0, i], z[1, i] = dw._sqrt(x[0, i], x[1, i])
+        return
+    t = np.empty(n * n + 3 * n)
+    r = np.empty((n, 1))
+    q = np.empty(n + 1)
+    s = np.empty((n, 1))
+    square = np.empty((n, 1))
+    twice = np.empty((n, 1))
+    for i in range(size):
+        if not x[0, i] > 0.0:
+            z[0, i] = np.sqrt(x[0, i])
+            for k in range(1, n):
+                z[k, i] = 0.0
+            continue
+        s[0, 0] = np.sqrt(x[0, i])
+        for k in range(1, n):
+            s[k, 0] = 0.0
+        for _ in range(2):
+            m = _products(s, 0, s, 0, t, n)
+            _vec_sum(t, m)
+            _renormalise(t, m, square, 0, n)
+            _merge(x, i, square, 0, -1.0, t, n)
+            _renormalise(t, 2 * n, r, 0, n)  # x - s^2
+            for k in range(n):
+                twice[k, 0] = 2.0 * s[k, 0]
+            _divide(r, 0, twice, 0, square, 0, n, t, r, q)  # (x - s^2) / (2 s)
+            _merge(s, 0, square, 0, 1.0, t, n)
+            _renormalise(t, 2 * n, s, 0, n)
+        for k in range(n):
+            z[k, i] = s[k, 0]
+
+
+def _flat(limbs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Limbs (n, *s) broadcast to (n, *shape) as a C-contiguous (n, size) array."""
+    n, element = limbs.shape[0], limbs.shape[1:]
+    aligned = limbs.reshape(n, *(1,) * (len(shape) - len(element)), *element)
+    return np.ascontiguousarray(np.broadcast_to(aligned, (n, *shape))).reshape(n, -1)
+
+
+def binary(operation: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """ADD, SUB, MUL or DIV elementwise over limb arrays x (n, *a) and y (n, *b), their
+    element shapes broadcast against each other; a fresh (n, *shape) array."""
+    shape = np.broadcast_shapes(x.shape[1:], y.shape[1:])
+    z = np.empty((x.shape[0], *shape))
+    _binary(operation, _flat(x, shape), _flat(y, shape), z.reshape(x.shape[0], -1))
+    return z
+
+
+def sqrt(x: np.ndarray) -> np.ndarray:
+    """sqrt(x) elementwise over a limb array (n, *shape), x >= 0."""
+    z = np.empty(x.shape)
+    _square_root(_flat(x, x.shape[1:]), z.reshape(x.shape[0], -1))
+    return z
