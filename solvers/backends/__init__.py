@@ -48,6 +48,15 @@ def _float(name: str) -> Callable[[int | None], Backend]:
     return make
 
 
+def _multi_float(limbs: int) -> Callable[[int | None], Backend]:
+    def make(digits: int | None) -> Backend:
+        from solvers.backends.multifloat.backend import MultiFloatBackend
+
+        return MultiFloatBackend(limbs)
+
+    return make
+
+
 def _mpmath(digits: int | None) -> Backend:
     from solvers.backends.mpmath_numbers import MpmathBackend
 
@@ -68,6 +77,10 @@ REGISTRY: dict[str, BackendFactory] = {
         BackendFactory("float16", _float("float16")),
         BackendFactory("bfloat16", _float("bfloat16"), packages=("ml_dtypes",)),
         *(BackendFactory(name, _float(name)) for name in ("float32", "float64", "longdouble")),
+        *(
+            BackendFactory(f"float64x{limbs}", _multi_float(limbs), packages=("numba",))
+            for limbs in (2, 3, 4)
+        ),
         BackendFactory("mpmath", _mpmath, DIGITS_RANGE, TYPICAL_DIGITS, ("mpmath",)),
         BackendFactory("arb", _arb, DIGITS_RANGE, TYPICAL_DIGITS, ("python-flint",)),
     )
@@ -99,8 +112,9 @@ _cache: dict[tuple[str, int | None], Backend] = {}
 def backend(name: str | Backend, digits: int | None = None) -> Backend:
     """The backend called `name` (a Backend instance is returned as it is).
 
-    "float16", "bfloat16", "float32", "float64", "longdouble" have a fixed precision and
-    take no digits; "mpmath" and "arb" need digits, a whole number from 5 to 10000.
+    "float16", "bfloat16", "float32", "float64", "longdouble" and the multi-floats
+    "float64x2", "float64x3", "float64x4" (2, 3 and 4 float64 limbs) have a fixed
+    precision and take no digits; "mpmath" and "arb" need digits, a whole number from 5 to 10000.
     Backends are immutable and cached, so repeated calls return the same object.
     """
     if isinstance(name, Backend):

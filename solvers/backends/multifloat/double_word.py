@@ -49,7 +49,7 @@ def fma(typingctx, a, b, c):
     return signature, codegen
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def two_sum(a, b):
     """(s, t) with s = fl(a + b) and s + t = a + b exactly (6 operations, any order)."""
     s = a + b
@@ -58,21 +58,21 @@ def two_sum(a, b):
     return s, (a - a_rounded) + (b - b_rounded)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def fast_two_sum(a, b):
     """(s, t) with s = fl(a + b) and s + t = a + b exactly, for |a| >= |b| (or a = 0)."""
     s = a + b
     return s, b - (s - a)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def two_prod(a, b):
     """(p, e) with p = fl(a b) and p + e = a b exactly (barring underflow)."""
     p = a * b
     return p, fma(a, b, -p)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _add(xh, xl, yh, yl):
     sh, sl = two_sum(xh, yh)
     th, tl = two_sum(xl, yl)
@@ -80,21 +80,21 @@ def _add(xh, xl, yh, yl):
     return fast_two_sum(vh, tl + vl)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _mul(xh, xl, yh, yl):
     ch, cl1 = two_prod(xh, yh)
     cl2 = fma(xl, yh, fma(xh, yl, xl * yl))
     return fast_two_sum(ch, cl1 + cl2)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _mul_float(xh, xl, y):
     """(xh + xl) y for a float64 y (DWTimesFP3): at most 2 u^2."""
     ch, cl1 = two_prod(xh, y)
     return fast_two_sum(ch, fma(xl, y, cl1))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _div(xh, xl, yh, yl):
     q1 = xh / yh
     ph, pl = _mul_float(yh, yl, q1)
@@ -107,7 +107,7 @@ def _div(xh, xl, yh, yl):
     return _add(zh, zl, q3, 0.0)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _sqrt(xh, xl):
     if xh <= 0.0:
         return np.sqrt(xh), 0.0  # 0, or nan below it, as float64

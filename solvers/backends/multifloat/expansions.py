@@ -46,7 +46,7 @@ ADD, SUB, MUL, DIV = 0, 1, 2, 3
 over their operation miss numba's disk cache in every new process)."""
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _vec_sum(t, m):
     """VecSum: t[0:m] replaced by a float64 sum of its terms, t[0], and the rounding errors
     of the sweep from the bottom, with the same exact sum."""
@@ -56,7 +56,7 @@ def _vec_sum(t, m):
     t[0] = s
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _renormalise(t, m, z, i, n):
     """z[:, i] = the n-limb expansion nearest the exact sum of t[0:m] (t ordered by
     decreasing magnitude); t is overwritten."""
@@ -78,7 +78,7 @@ def _renormalise(t, m, z, i, n):
         z[k, i] = 0.0
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _merge(x, i, y, iy, sign, t, n):
     """t[0:2n] = the limbs of x[:, i] and sign y[:, iy], merged by decreasing magnitude."""
     a = b = 0
@@ -91,7 +91,7 @@ def _merge(x, i, y, iy, sign, t, n):
             b += 1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _products(x, i, y, iy, t, n):
     """The products x_a y_b with a + b <= n in t, diagonal by diagonal: diagonal k holds
     the high parts of its exact products (a + b = k < n) and the low parts of diagonal
@@ -113,7 +113,7 @@ def _products(x, i, y, iy, t, n):
     return m
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _divide(x, i, y, iy, z, iz, n, t, r, q):
     """z[:, iz] = x[:, i] / y[:, iy] by long division: n + 1 quotient digits q_k =
     r_0 / y_0 of the remainder r <- r - q_k y, kept in n limbs."""
@@ -138,7 +138,7 @@ def _divide(x, i, y, iy, z, iz, n, t, r, q):
     _renormalise(t, n + 1, z, iz, n)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _sort(t, m):
     """t[0:m] by decreasing magnitude (insertion sort: m is at most 3 n)."""
     for k in range(1, m):
@@ -150,9 +150,39 @@ def _sort(t, m):
         t[j + 1] = value
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _float_result(operation, a, b):
+    if operation == ADD:
+        return a + b
+    if operation == SUB:
+        return a - b
+    if operation == MUL:
+        return a * b
+    return a / b
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _non_finite(operation, x, y, z):
+    """Where an operand or a result is not finite, the float64 result of the leading limbs
+    (inf, -inf or nan, as float64 gives them) and zero limbs after it: the error-free
+    transformations turn inf into nan."""
+    n, size = z.shape
+    for i in range(size):
+        if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
+            z[0, i] = _float_result(operation, x[0, i], y[0, i])
+            for k in range(1, n):
+                z[k, i] = 0.0
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _binary(operation, x, y, z):
     """z = x (operation) y elementwise for limb arrays of shape (n, size), n = x.shape[0]."""
+    _elementwise(operation, x, y, z)
+    _non_finite(operation, x, y, z)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _elementwise(operation, x, y, z):
     n, size = z.shape
     if n == 2:
         for i in range(size):
@@ -179,13 +209,16 @@ def _binary(operation, x, y, z):
             _renormalise(t, 2 * n, z, i, n)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _square_root(x, z):
-    """z = sqrt(x) elementwise (x >= 0; nan below 0 and 0 at 0, as float64)."""
+    """z = sqrt(x) elementwise (x >= 0; nan below 0, 0 at 0 and inf at inf, as float64)."""
     n, size = z.shape
     if n == 2:
         for i in range(size):
-            z[0, i], z[1, i] = dw._sqrt(x[0, i], x[1, i])
+            if np.isfinite(x[0, i]):
+                z[0, i], z[1, i] = dw._sqrt(x[0, i], x[1, i])
+            else:
+                z[0, i], z[1, i] = np.sqrt(x[0, i]), 0.0
         return
     t = np.empty(n * n + 3 * n)
     r = np.empty((n, 1))
@@ -194,7 +227,7 @@ def _square_root(x, z):
     square = np.empty((n, 1))
     twice = np.empty((n, 1))
     for i in range(size):
-        if not x[0, i] > 0.0:
+        if not (x[0, i] > 0.0 and np.isfinite(x[0, i])):
             z[0, i] = np.sqrt(x[0, i])
             for k in range(1, n):
                 z[k, i] = 0.0
@@ -217,6 +250,53 @@ def _square_root(x, z):
             z[k, i] = s[k, 0]
 
 
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _accumulate(acc, x, i, y, iy, product, t, n):
+    """acc[:, 0] += x[:, i] y[:, iy] (product is scratch of shape (n, 1))."""
+    if n == 2:
+        ph, pl = dw._mul(x[0, i], x[1, i], y[0, iy], y[1, iy])
+        acc[0, 0], acc[1, 0] = dw._add(acc[0, 0], acc[1, 0], ph, pl)
+        return
+    m = _products(x, i, y, iy, t, n)
+    _vec_sum(t, m)
+    _renormalise(t, m, product, 0, n)
+    _merge(acc, 0, product, 0, 1.0, t, n)
+    _renormalise(t, 2 * n, acc, 0, n)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _matmul(a, b, z, rows, inner, columns):
+    """z = a @ b for limb matrices flattened row-major: a (n, rows * inner), b (n, inner *
+    columns), z (n, rows * columns); each entry a sequence of n-limb multiply-adds."""
+    n = z.shape[0]
+    t = np.empty(n * n + 3 * n)
+    acc = np.empty((n, 1))
+    product = np.empty((n, 1))
+    for r in range(rows):
+        for c in range(columns):
+            acc[:, 0] = 0.0
+            for k in range(inner):
+                _accumulate(acc, a, r * inner + k, b, k * columns + c, product, t, n)
+            z[:, r * columns + c] = acc[:, 0]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _row_sums(x, z, length):
+    """z[:, r] = the sum of x[:, r * length : (r + 1) * length] (left to right)."""
+    n = z.shape[0]
+    t = np.empty(n * n + 3 * n)
+    acc = np.empty((n, 1))
+    for r in range(z.shape[1]):
+        acc[:, 0] = 0.0
+        for j in range(r * length, (r + 1) * length):
+            if n == 2:
+                acc[0, 0], acc[1, 0] = dw._add(acc[0, 0], acc[1, 0], x[0, j], x[1, j])
+            else:
+                _merge(acc, 0, x, j, 1.0, t, n)
+                _renormalise(t, 2 * n, acc, 0, n)
+        z[:, r] = acc[:, 0]
+
+
 def _flat(limbs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Limbs (n, *s) broadcast to (n, *shape) as a C-contiguous (n, size) array."""
     n, element = limbs.shape[0], limbs.shape[1:]
@@ -237,4 +317,30 @@ def sqrt(x: np.ndarray) -> np.ndarray:
     """sqrt(x) elementwise over a limb array (n, *shape), x >= 0."""
     z = np.empty(x.shape)
     _square_root(_flat(x, x.shape[1:]), z.reshape(x.shape[0], -1))
+    return z
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for limb matrices a (n, rows, inner) and b (n, inner, columns): each entry's
+    products and sums in n-limb arithmetic, in order (the error of a length-K dot product is
+    within the K multiply-adds' roundings of its terms' magnitudes)."""
+    n, rows, inner = a.shape
+    columns = b.shape[2]
+    z = np.empty((n, rows, columns))
+    _matmul(
+        np.ascontiguousarray(a).reshape(n, -1),
+        np.ascontiguousarray(b).reshape(n, -1),
+        z.reshape(n, -1),
+        rows,
+        inner,
+        columns,
+    )
+    return z
+
+
+def row_sums(x: np.ndarray) -> np.ndarray:
+    """The sums of a limb array (n, *shape) along its last axis, (n, *shape[:-1])."""
+    n, length = x.shape[0], x.shape[-1]
+    z = np.empty((n, *x.shape[1:-1]))
+    _row_sums(np.ascontiguousarray(x).reshape(n, -1), z.reshape(n, -1), length)
     return z

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from fractions import Fraction
 
@@ -436,8 +437,8 @@ times |a| / 2 up to sqrt 2: 12.3 u measured at a = -2.806 (solvers.backends.long
 @pytest.mark.parametrize("bk", ALL_PRECISIONS, ids=repr)
 def test_smooth_activations_to_the_formats_rounding(bk, activation):
     """GELU x Phi(x), GPT-2's tanh form and silu x / (1 + exp(-x)) against mpmath at 60
-    digits, within the allowance of u times max(|value|, 1); silu's exp(800) does not
-    overflow the answer, which is -0 to any format's precision."""
+    digits or twice the format's, within the allowance of u times max(|value|, 1); silu's
+    exp(800) does not overflow the answer, which is -0 to any format's precision."""
     exact_of, allowance, points = SMOOTH_ACTIVATIONS[activation]
     if (bk.name, activation) == ("longdouble", "gelu"):
         allowance = LONG_DOUBLE_GELU
@@ -445,7 +446,7 @@ def test_smooth_activations_to_the_formats_rounding(bk, activation):
     with bk.active():
         strings = bk.to_strings(getattr(bk, activation)(bk.asarray(x)))
     inputs = ball_midpoints(bk.to_strings(bk.to_output(bk.asarray(x))))
-    with mpmath.workdps(60):
+    with mpmath.workprec(max(200, 2 * round(-math.log2(bk.unit_roundoff)) + 20)):
         for given, computed in zip(inputs, ball_midpoints(strings), strict=True):
             exact = exact_of(mpmath.mpf(str(given)))
             error = abs(mpmath.mpf(str(computed)) - exact)

@@ -140,3 +140,22 @@ def test_operands_broadcast_like_numpy_arrays(n):
     assert z.shape == (n, 2, 3)
     np.testing.assert_array_equal(z[0], x[0] / y[0])
     assert not z[1:].any()
+
+
+@pytest.mark.parametrize("n", ex.LIMBS)
+def test_infinities_and_nan_come_out_as_in_float64(n):
+    x = np.zeros((n, 4))
+    x[0] = [np.inf, np.inf, 1.0, -np.inf]
+    y = np.zeros((n, 4))
+    y[0] = [1.0, np.inf, 0.0, 2.0]
+    with np.errstate(all="ignore"):
+        for operation, expected in (
+            (ex.ADD, x[0] + y[0]),
+            (ex.SUB, x[0] - y[0]),
+            (ex.MUL, x[0] * y[0]),
+            (ex.DIV, x[0] / y[0]),
+        ):
+            z = ex.binary(operation, x, y)
+            np.testing.assert_array_equal(z[0], expected)
+            assert not np.any(z[1:][:, ~np.isnan(expected)])
+    assert ex.sqrt(x)[0, 0] == np.inf
