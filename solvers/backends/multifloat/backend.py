@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from solvers.backends.base import Array, Backend
-from solvers.backends.multifloat import conversion, functions
+from solvers.backends.multifloat import conversion, functions, products
 from solvers.backends.multifloat import expansions as ex
 from solvers.backends.multifloat.array import MultiFloatArray, limbs_of
 from solvers.errors import InvalidInputError
@@ -98,7 +98,7 @@ class MultiFloatBackend(Backend):
             return self.matmul(MultiFloatArray(left[:, None, :]), b)[..., 0, :]
         if right.ndim == 3:
             rows = left.reshape(n, -1, left.shape[-1])
-            product = ex.matmul(rows, right)
+            product = products.matmul(rows, right)
             return MultiFloatArray(product.reshape(n, *left.shape[1:-1], right.shape[-1]))
         batch = np.broadcast_shapes(left.shape[1:-2], right.shape[1:-2])
         left = np.broadcast_to(left, (n, *batch, *left.shape[-2:]))
@@ -106,7 +106,7 @@ class MultiFloatBackend(Backend):
         out = np.empty((n, *batch, left.shape[-2], right.shape[-1]))
         for index in np.ndindex(batch):
             at = (slice(None), *index)
-            out[at] = ex.matmul(left[at], right[at])
+            out[at] = products.matmul(left[at], right[at])
         return MultiFloatArray(out)
 
     def exp(self, a: Array) -> Array:

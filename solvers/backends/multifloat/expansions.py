@@ -344,3 +344,24 @@ def row_sums(x: np.ndarray) -> np.ndarray:
     z = np.empty((n, *x.shape[1:-1]))
     _row_sums(np.ascontiguousarray(x).reshape(n, -1), z.reshape(n, -1), length)
     return z
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _sum_terms(terms, z):
+    """z[:, i] = the sum of the float64 terms[:, i] (ordered by decreasing magnitude, up to
+    a factor 2^53 between neighbours), renormalised to n limbs."""
+    n = z.shape[0]
+    count, size = terms.shape
+    t = np.empty(count)
+    for i in range(size):
+        for k in range(count):
+            t[k] = terms[k, i]
+        _vec_sum(t, count)  # the terms are ordered only by their level: one sweep more
+        _renormalise(t, count, z, i, n)
+
+
+def sum_terms(terms: np.ndarray, n: int) -> np.ndarray:
+    """The n-limb sums over the leading axis of float64 terms (count, *shape)."""
+    z = np.empty((n, *terms.shape[1:]))
+    _sum_terms(np.ascontiguousarray(terms).reshape(terms.shape[0], -1), z.reshape(n, -1))
+    return z
