@@ -138,9 +138,7 @@ class MultiFloatBackend(Backend):
         norm = float(np.max(np.sum(np.abs(self.to_float64(a)), axis=-1), initial=0.0))
         halvings = max(0, math.ceil(math.log2(norm)) + 1) if norm > 0 else 0
         scaled = MultiFloatArray(np.ldexp(a.limbs, -halvings))
-        terms = 1
-        while 0.5 ** (terms + 1) / math.factorial(terms + 1) >= functions.unit(self.limbs) / 4:
-            terms += 1
+        terms = functions.taylor_terms(0.5, self.limbs)
         identity = self.asarray(np.eye(size))
         total = identity.copy()
         for j in range(terms, 0, -1):

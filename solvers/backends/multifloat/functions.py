@@ -110,11 +110,11 @@ def _scaled(x: MultiFloatArray, exponents: np.ndarray | int) -> MultiFloatArray:
 
 
 @functools.cache
-def _exp_terms(n: int) -> int:
-    """The Taylor terms of e^r - 1 for |r| <= ln(2) / 2^(S+1) within u^n / 4."""
-    r = math.log(2) / 2 ** (EXP_HALVINGS + 1)
+def taylor_terms(radius: float, n: int) -> int:
+    """The least k with radius^(k+1) / (k+1)! below u^n / 4: the terms a Taylor series of
+    exp, sin or cos needs for |r| <= radius (the first term dropped bounds the rest)."""
     k = 1
-    while r ** (k + 1) / math.factorial(k + 1) >= unit(n) / 4:
+    while radius ** (k + 1) / math.factorial(k + 1) >= unit(n) / 4:
         k += 1
     return k
 
@@ -139,7 +139,7 @@ def _exp_parts(x: MultiFloatArray) -> tuple[MultiFloatArray, np.ndarray]:
     for chunk in _chunks("ln2", 40, n + 2):
         r = r - k * chunk
     r = _scaled(r, -EXP_HALVINGS)
-    terms = _exp_terms(n)
+    terms = taylor_terms(math.log(2) / 2 ** (EXP_HALVINGS + 1), n)
     inverse = _reciprocal_factorials(n, terms)
     p = inverse[terms] * r
     for j in range(terms - 1, 0, -1):
@@ -151,7 +151,11 @@ def _exp_parts(x: MultiFloatArray) -> tuple[MultiFloatArray, np.ndarray]:
 
 def exp(x: MultiFloatArray) -> MultiFloatArray:
     """e^x elementwise: 0 below -745.2, inf above 709.78, nan for nan."""
-    p, k = _exp_parts(x)
+    return _exp_from_parts(x, *_exp_parts(x))
+
+
+def _exp_from_parts(x: MultiFloatArray, p: MultiFloatArray, k: np.ndarray) -> MultiFloatArray:
+    """(1 + p) 2^k, with the edges of `exp` restored from x."""
     result = _scaled(p + 1.0, k.astype(np.int64)).limbs
     head = x.limbs[0]
     result[0] = np.where(head >= EXP_EDGES[1], np.inf, result[0])
@@ -163,7 +167,7 @@ def exp(x: MultiFloatArray) -> MultiFloatArray:
 def expm1(x: MultiFloatArray) -> MultiFloatArray:
     """e^x - 1 elementwise, relatively accurate near 0 (|x| <= ln(2) / 2: the series' p)."""
     p, k = _exp_parts(x)
-    far = exp(x) - 1.0
+    far = _exp_from_parts(x, p, k) - 1.0
     near = (k == 0) & (np.abs(x.limbs[0]) < 1.0)  # k = 0 also where _exp_parts replaced x
     return MultiFloatArray(np.where(near, p.limbs, far.limbs))
 
@@ -321,16 +325,6 @@ def logistic(x: MultiFloatArray) -> MultiFloatArray:
     return MultiFloatArray(np.where(negative, e.limbs, one)) / (e + 1.0)
 
 
-@functools.cache
-def _trig_terms(n: int) -> int:
-    """Taylor terms of sin and cos for |r| <= pi / 4 within u^n / 4."""
-    r = math.pi / 4
-    k = 1
-    while r ** (k + 1) / math.factorial(k + 1) >= unit(n) / 4:
-        k += 1
-    return k + 1
-
-
 def _quarter_turns(x: MultiFloatArray) -> tuple[MultiFloatArray, np.ndarray]:
     """(r, k) with x = k pi / 2 + r, |r| <= pi / 4 (up to rounding), k exact."""
     n = x.limb_count
@@ -347,7 +341,7 @@ def _quarter_turns(x: MultiFloatArray) -> tuple[MultiFloatArray, np.ndarray]:
 
 def _sin_cos_reduced(r: MultiFloatArray) -> tuple[MultiFloatArray, MultiFloatArray]:
     n = r.limb_count
-    terms = _trig_terms(n)
+    terms = taylor_terms(math.pi / 4, n) + 1
     inverse = _reciprocal_factorials(n, terms + 1)
     square = r * r
     odd = [j for j in range(1, terms + 1, 2)]

@@ -14,6 +14,7 @@ import pytest
 
 from solvers.backends.multifloat import double_word as dw
 from solvers.backends.multifloat import expansions as ex
+from tests.solvers.backends.multifloat.limbs import exact, with_tails
 
 SAMPLES = 1500
 
@@ -37,19 +38,15 @@ OPERATION = {"add": ex.ADD, "sub": ex.SUB, "mul": ex.MUL, "div": ex.DIV}
 
 
 def _numbers(rng: np.random.Generator, n: int, size: int, positive: bool = False) -> np.ndarray:
-    """Normalised n-limb numbers over forty decades: each limb a random fraction of half
-    an ulp of the one before, renormalised by adding zero."""
-    limbs = [10.0 ** rng.uniform(-20, 20, size)]
+    """Normalised n-limb numbers over forty decades, of both signs unless `positive`."""
+    heads = 10.0 ** rng.uniform(-20, 20, size)
     if not positive:
-        limbs[0] *= rng.choice([-1.0, 1.0], size)
-    for _ in range(1, n):
-        limbs.append(limbs[-1] * 2.0**-53 * rng.uniform(-1, 1, size))
-    x = np.array(limbs)
-    return ex.binary(ex.ADD, x, np.zeros_like(x))
+        heads *= rng.choice([-1.0, 1.0], size)
+    return with_tails(heads, rng, n)
 
 
 def _exact(x: np.ndarray) -> list[Fraction]:
-    return [sum((Fraction(v) for v in x[:, i]), Fraction(0)) for i in range(x.shape[1])]
+    return list(exact(x))
 
 
 def _worst(got: np.ndarray, exact: list[Fraction], n: int) -> float:

@@ -17,7 +17,8 @@ import pytest
 from solvers.backends.multifloat import functions
 from solvers.backends.multifloat.array import MultiFloatArray
 from solvers.backends.multifloat.backend import OPERATION_BOUND
-from solvers.backends.multifloat.expansions import ADD, LIMBS, binary
+from solvers.backends.multifloat.expansions import LIMBS
+from tests.solvers.backends.multifloat.limbs import with_tails
 
 GRIDS = {
     "exp": np.concatenate(
@@ -69,13 +70,7 @@ absolute error in the exponent, so erfc is held to BOUND + OPERATION_BOUND z^2."
 
 def _arguments(name: str, n: int) -> MultiFloatArray:
     """The grid's values as n-limb numbers with a random tail below the leading limb."""
-    heads = GRIDS[name]
-    rng = np.random.default_rng(7)
-    limbs = np.zeros((n, len(heads)))
-    limbs[0] = heads
-    for k in range(1, n):
-        limbs[k] = np.spacing(np.abs(limbs[k - 1])) * rng.uniform(-0.5, 0.5, len(heads))
-    return MultiFloatArray(binary(ADD, limbs, np.zeros_like(limbs)))
+    return MultiFloatArray(with_tails(GRIDS[name], np.random.default_rng(7), n))
 
 
 def _value(limbs: np.ndarray) -> mpmath.mpf:

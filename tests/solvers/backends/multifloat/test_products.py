@@ -13,24 +13,14 @@ import pytest
 
 from solvers.backends.multifloat import expansions as ex
 from solvers.backends.multifloat import products
+from tests.solvers.backends.multifloat.limbs import exact, with_tails
 
 BOUND = 1.0
 """In u^n = 2^(-53 n), relative to |A| |B| entrywise (docs/rounding.md section 7)."""
 
 
 def _numbers(rng: np.random.Generator, shape: tuple[int, ...], n: int) -> np.ndarray:
-    limbs = np.zeros((n, *shape))
-    limbs[0] = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)
-    for k in range(1, n):
-        limbs[k] = np.spacing(np.abs(limbs[k - 1])) * rng.uniform(-0.5, 0.5, shape)
-    return ex.binary(ex.ADD, limbs, np.zeros_like(limbs))
-
-
-def _exact(x: np.ndarray) -> np.ndarray:
-    out = np.empty(x.shape[1:], dtype=object)
-    for index in np.ndindex(out.shape):
-        out[index] = sum(map(Fraction, x[(slice(None), *index)].tolist()))
-    return out
+    return with_tails(rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape), rng, n)
 
 
 @pytest.mark.parametrize("n", ex.LIMBS)
@@ -46,18 +36,17 @@ def test_cancelling_products_are_within_the_bound(n, inner):
     left = _numbers(rng, (9, inner // 2), n)
     a = np.concatenate([left, left], axis=2)
     c = products.matmul(a, b)
-    exact_a, exact_b = _exact(a), _exact(b)
-    exact = exact_a.dot(exact_b)
+    exact_a, exact_b = exact(a), exact(b)
+    product = exact_a.dot(exact_b)
     largest = np.max(np.abs(exact_a), axis=1)[:, None] * np.max(np.abs(exact_b), axis=0)
     guard = Fraction(2 * inner, 2**products.GUARD_BITS)
     magnitude = np.abs(exact_a).dot(np.abs(exact_b)) + guard * largest
-    got = _exact(c)
+    got = exact(c)
     unit = Fraction(1, 2 ** (53 * n))
-    ratios = [
-        abs(g - e) / m / unit for g, e, m in zip(got.flat, exact.flat, magnitude.flat, strict=True)
-    ]
+    triples = zip(got.flat, product.flat, magnitude.flat, strict=True)
+    ratios = [abs(g - e) / m / unit for g, e, m in triples]
     assert float(max(ratios)) <= BOUND
-    assert float(max(abs(e) / m for e, m in zip(exact.flat, magnitude.flat, strict=True))) < 1e-10
+    assert float(max(abs(e) / m for e, m in zip(product.flat, magnitude.flat, strict=True))) < 1e-10
 
 
 def test_small_products_take_the_kernel_and_agree():
