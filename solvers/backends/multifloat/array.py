@@ -160,8 +160,28 @@ def aligned(limbs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(padded, (n, *shape))
 
 
+def _float64(value: object) -> np.ndarray | None:
+    """value as float64 numbers if it is float64 (or narrower floats) already, else None."""
+    if isinstance(value, float | np.floating):
+        return np.float64(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.dtype.itemsize <= 8:
+        return value.astype(np.float64, copy=False)
+    return None
+
+
 def _binary(operation: int) -> Callable:
+    """The ufunc of an operation: with a float64 operand, addition, subtraction and
+    multiplication take the float64 kernels (`expansions.binary_float`)."""
+
     def apply(n: int, x: object, y: object) -> MultiFloatArray:
+        if operation != ex.DIV:
+            c = _float64(y)
+            if c is not None:
+                return MultiFloatArray(ex.binary_float(operation, limbs_of(x, n), c))
+            c = _float64(x)
+            if c is not None:
+                z = ex.binary_float(operation, limbs_of(y, n), c)
+                return MultiFloatArray(-z if operation == ex.SUB else z)
         return MultiFloatArray(ex.binary(operation, limbs_of(x, n), limbs_of(y, n)))
 
     return apply

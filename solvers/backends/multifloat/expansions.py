@@ -32,6 +32,8 @@ results stay in float64's normal range (a limb below 2^-1022 loses digits).
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -40,6 +42,11 @@ from solvers.backends.multifloat.double_word import two_prod, two_sum
 
 LIMBS = (2, 3, 4)
 """The limb counts the kernels support."""
+
+WIDTHS = {n: (0.0,) * n for n in LIMBS}
+"""The limb count as the kernels take it, the length of a tuple (`width`): numba compiles
+each count apart, with its loops of known length and the other counts' branches gone
+(a count read from an array's shape keeps them, at eight times the cost at n = 2)."""
 
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
 """The operations of `_binary` (one kernel with the operation an argument: kernels closed
@@ -151,6 +158,85 @@ def _sort(t, m):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
+def add_at(x, i, y, j, sign, z, k, t, width):
+    """z[:, k] = x[:, i] + sign y[:, j] (sign +1 or -1), the limbs merged and
+    renormalised; t is scratch of at least n n + 3 n. z may be x or y."""
+    n = len(width)
+    if n == 2:
+        z[0, k], z[1, k] = dw._add(x[0, i], x[1, i], sign * y[0, j], sign * y[1, j])
+        return
+    _merge(x, i, y, j, sign, t, n)
+    _renormalise(t, 2 * n, z, k, n)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def add_float_at(x, i, c, z, k, t, width):
+    """z[:, k] = x[:, i] + c for a float64 c: c merged into the limbs, renormalised."""
+    n = len(width)
+    if n == 2:
+        z[0, k], z[1, k] = dw._add(x[0, i], x[1, i], c, 0.0)
+        return
+    m = 0
+    placed = False
+    for a in range(n):
+        if not placed and abs(c) >= abs(x[a, i]):
+            t[m] = c
+            m += 1
+            placed = True
+        t[m] = x[a, i]
+        m += 1
+    if not placed:
+        t[m] = c
+    _renormalise(t, n + 1, z, k, n)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def mul_at(x, i, y, j, z, k, t, width):
+    """z[:, k] = x[:, i] y[:, j]: the products by diagonals, renormalised."""
+    n = len(width)
+    if n == 2:
+        z[0, k], z[1, k] = dw._mul(x[0, i], x[1, i], y[0, j], y[1, j])
+        return
+    m = _products(x, i, y, j, t, n)
+    _vec_sum(t, m)  # the diagonals are ordered only roughly: one sweep more
+    _renormalise(t, m, z, k, n)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def mul_float_at(x, i, c, z, k, t, width):
+    """z[:, k] = x[:, i] c for a float64 c: the n exact products x_a c (TwoProd) in the
+    order of their levels, renormalised (no product is dropped)."""
+    n = len(width)
+    if n == 2:
+        z[0, k], z[1, k] = dw._mul_float(x[0, i], x[1, i], c)
+        return
+    t[0], low = two_prod(x[0, i], c)
+    for a in range(1, n):
+        t[2 * a - 1], error = two_prod(x[a, i], c)
+        t[2 * a] = low
+        low = error
+    t[2 * n - 1] = low
+    _vec_sum(t, 2 * n)  # levels, not magnitudes: one sweep more
+    _renormalise(t, 2 * n, z, k, n)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def div_at(x, i, y, j, z, k, t, r, q, width):
+    """z[:, k] = x[:, i] / y[:, j] by long division; r (n, 1) and q (n + 1) are scratch."""
+    n = len(width)
+    if n == 2:
+        z[0, k], z[1, k] = dw._div(x[0, i], x[1, i], y[0, j], y[1, j])
+        return
+    _divide(x, i, y, j, z, k, n, t, r, q)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def scratch(n):
+    """The scratch arrays of the column operations: t, r and q."""
+    return np.empty(n * n + 3 * n + 1), np.empty((n, 1)), np.empty(n + 1)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _float_result(operation, a, b):
     if operation == ADD:
         return a + b
@@ -162,57 +248,55 @@ def _float_result(operation, a, b):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _non_finite(operation, x, y, z):
+def _non_finite(operation, x, sx, y, sy, z):
     """Where an operand or a result is not finite, the float64 result of the leading limbs
     (inf, -inf or nan, as float64 gives them) and zero limbs after it: the error-free
     transformations turn inf into nan."""
     n, size = z.shape
     for i in range(size):
         if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
-            z[0, i] = _float_result(operation, x[0, i], y[0, i])
+            z[0, i] = _float_result(operation, x[0, i * sx], y[0, i * sy])
             for k in range(1, n):
                 z[k, i] = 0.0
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _binary(operation, x, y, z):
-    """z = x (operation) y elementwise for limb arrays of shape (n, size), n = x.shape[0]."""
-    _elementwise(operation, x, y, z)
-    _non_finite(operation, x, y, z)
-
-
-@numba.njit(cache=True, inline="always", error_model="numpy")
-def _elementwise(operation, x, y, z):
-    n, size = z.shape
-    if n == 2:
-        for i in range(size):
-            if operation == MUL:
-                z[0, i], z[1, i] = dw._mul(x[0, i], x[1, i], y[0, i], y[1, i])
-            elif operation == DIV:
-                z[0, i], z[1, i] = dw._div(x[0, i], x[1, i], y[0, i], y[1, i])
-            else:
-                sign = 1.0 if operation == ADD else -1.0
-                z[0, i], z[1, i] = dw._add(x[0, i], x[1, i], sign * y[0, i], sign * y[1, i])
-        return
-    t = np.empty(n * n + 3 * n)
-    r = np.empty((n, 1))
-    q = np.empty(n + 1)
-    for i in range(size):
+def _binary(operation, x, sx, y, sy, z, width):
+    """z = x (operation) y elementwise over limb arrays (n, size), x's element i at i sx
+    and y's at i sy (a step of 0 repeats one element)."""
+    t, r, q = scratch(len(width))
+    for i in range(z.shape[1]):
         if operation == MUL:
-            m = _products(x, i, y, i, t, n)
-            _vec_sum(t, m)  # the diagonals are ordered only roughly: one sweep more
-            _renormalise(t, m, z, i, n)
+            mul_at(x, i * sx, y, i * sy, z, i, t, width)
         elif operation == DIV:
-            _divide(x, i, y, i, z, i, n, t, r, q)
+            div_at(x, i * sx, y, i * sy, z, i, t, r, q, width)
         else:
-            _merge(x, i, y, i, 1.0 if operation == ADD else -1.0, t, n)
-            _renormalise(t, 2 * n, z, i, n)
+            add_at(x, i * sx, y, i * sy, 1.0 if operation == ADD else -1.0, z, i, t, width)
+    _non_finite(operation, x, sx, y, sy, z)
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _square_root(x, z):
+def _binary_float(operation, x, sx, c, sc, z, width):
+    """z = x (operation) c elementwise for float64 c (size or 1), ADD, SUB or MUL."""
+    t = scratch(len(width))[0]
+    for i in range(z.shape[1]):
+        if operation == MUL:
+            mul_float_at(x, i * sx, c[i * sc], z, i, t, width)
+        else:
+            value = c[i * sc] if operation == ADD else -c[i * sc]
+            add_float_at(x, i * sx, value, z, i, t, width)
+    n = z.shape[0]
+    for i in range(z.shape[1]):
+        if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
+            z[0, i] = _float_result(operation, x[0, i * sx], c[i * sc])
+            for k in range(1, n):
+                z[k, i] = 0.0
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _square_root(x, z, width):
     """z = sqrt(x) elementwise (x >= 0; nan below 0, 0 at 0 and inf at inf, as float64)."""
-    n, size = z.shape
+    n, size = len(width), z.shape[1]
     if n == 2:
         for i in range(size):
             if np.isfinite(x[0, i]):
@@ -220,88 +304,65 @@ def _square_root(x, z):
             else:
                 z[0, i], z[1, i] = np.sqrt(x[0, i]), 0.0
         return
-    t = np.empty(n * n + 3 * n)
-    r = np.empty((n, 1))
-    q = np.empty(n + 1)
-    s = np.empty((n, 1))
-    square = np.empty((n, 1))
-    twice = np.empty((n, 1))
+    t, r, q = scratch(n)
+    w = np.empty((n, 3))  # s, s^2 and then the correction, 2 s
     for i in range(size):
         if not (x[0, i] > 0.0 and np.isfinite(x[0, i])):
             z[0, i] = np.sqrt(x[0, i])
             for k in range(1, n):
                 z[k, i] = 0.0
             continue
-        s[0, 0] = np.sqrt(x[0, i])
-        for k in range(1, n):
-            s[k, 0] = 0.0
+        w[:, 0] = 0.0
+        w[0, 0] = np.sqrt(x[0, i])
         for _ in range(2):
-            m = _products(s, 0, s, 0, t, n)
-            _vec_sum(t, m)
-            _renormalise(t, m, square, 0, n)
-            _merge(x, i, square, 0, -1.0, t, n)
-            _renormalise(t, 2 * n, r, 0, n)  # x - s^2
-            for k in range(n):
-                twice[k, 0] = 2.0 * s[k, 0]
-            _divide(r, 0, twice, 0, square, 0, n, t, r, q)  # (x - s^2) / (2 s)
-            _merge(s, 0, square, 0, 1.0, t, n)
-            _renormalise(t, 2 * n, s, 0, n)
-        for k in range(n):
-            z[k, i] = s[k, 0]
-
-
-@numba.njit(cache=True, inline="always", error_model="numpy")
-def _accumulate(acc, x, i, y, iy, product, t, n):
-    """acc[:, 0] += x[:, i] y[:, iy] (product is scratch of shape (n, 1))."""
-    if n == 2:
-        ph, pl = dw._mul(x[0, i], x[1, i], y[0, iy], y[1, iy])
-        acc[0, 0], acc[1, 0] = dw._add(acc[0, 0], acc[1, 0], ph, pl)
-        return
-    m = _products(x, i, y, iy, t, n)
-    _vec_sum(t, m)
-    _renormalise(t, m, product, 0, n)
-    _merge(acc, 0, product, 0, 1.0, t, n)
-    _renormalise(t, 2 * n, acc, 0, n)
+            mul_at(w, 0, w, 0, w, 1, t, width)
+            add_at(x, i, w, 1, -1.0, w, 1, t, width)  # x - s^2
+            mul_float_at(w, 0, 2.0, w, 2, t, width)
+            div_at(w, 1, w, 2, w, 1, t, r, q, width)  # (x - s^2) / (2 s)
+            add_at(w, 0, w, 1, 1.0, w, 0, t, width)
+        z[:, i] = w[:, 0]
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _matmul(a, b, z, rows, inner, columns):
+def _matmul(a, b, z, rows, inner, columns, width):
     """z = a @ b for limb matrices flattened row-major: a (n, rows * inner), b (n, inner *
     columns), z (n, rows * columns); each entry a sequence of n-limb multiply-adds."""
-    n = z.shape[0]
-    t = np.empty(n * n + 3 * n)
-    acc = np.empty((n, 1))
-    product = np.empty((n, 1))
+    n = len(width)
+    t = scratch(n)[0]
+    w = np.empty((n, 2))  # the running sum and the product
     for r in range(rows):
         for c in range(columns):
-            acc[:, 0] = 0.0
+            w[:, 0] = 0.0
             for k in range(inner):
-                _accumulate(acc, a, r * inner + k, b, k * columns + c, product, t, n)
-            z[:, r * columns + c] = acc[:, 0]
+                mul_at(a, r * inner + k, b, k * columns + c, w, 1, t, width)
+                add_at(w, 0, w, 1, 1.0, w, 0, t, width)
+            z[:, r * columns + c] = w[:, 0]
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _row_sums(x, z, length):
+def _row_sums(x, z, length, width):
     """z[:, r] = the sum of x[:, r * length : (r + 1) * length] (left to right)."""
-    n = z.shape[0]
-    t = np.empty(n * n + 3 * n)
-    acc = np.empty((n, 1))
+    n = len(width)
+    t = scratch(n)[0]
+    w = np.empty((n, 1))
     for r in range(z.shape[1]):
-        acc[:, 0] = 0.0
+        w[:, 0] = 0.0
         for j in range(r * length, (r + 1) * length):
-            if n == 2:
-                acc[0, 0], acc[1, 0] = dw._add(acc[0, 0], acc[1, 0], x[0, j], x[1, j])
-            else:
-                _merge(acc, 0, x, j, 1.0, t, n)
-                _renormalise(t, 2 * n, acc, 0, n)
-        z[:, r] = acc[:, 0]
+            add_at(w, 0, x, j, 1.0, w, 0, t, width)
+        z[:, r] = w[:, 0]
 
 
-def _flat(limbs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Limbs (n, *s) broadcast to (n, *shape) as a C-contiguous (n, size) array."""
+def flat(limbs: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """Limbs (n, *s) for element shape `shape` as a C-contiguous (n, size) array and the
+    step between its elements: 0 for a single element (repeated), else 1 (s broadcast to
+    shape by a copy)."""
     n, element = limbs.shape[0], limbs.shape[1:]
-    aligned = limbs.reshape(n, *(1,) * (len(shape) - len(element)), *element)
-    return np.ascontiguousarray(np.broadcast_to(aligned, (n, *shape))).reshape(n, -1)
+    if element == shape:
+        return np.ascontiguousarray(limbs).reshape(n, -1), 1
+    if math.prod(element) == 1:
+        return np.ascontiguousarray(limbs).reshape(n, 1), 0
+    padded = limbs.reshape(n, *(1,) * (len(shape) - len(element)), *element)
+    return np.ascontiguousarray(np.broadcast_to(padded, (n, *shape))).reshape(n, -1), 1
 
 
 def binary(operation: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -309,14 +370,27 @@ def binary(operation: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     element shapes broadcast against each other; a fresh (n, *shape) array."""
     shape = np.broadcast_shapes(x.shape[1:], y.shape[1:])
     z = np.empty((x.shape[0], *shape))
-    _binary(operation, _flat(x, shape), _flat(y, shape), z.reshape(x.shape[0], -1))
+    n = x.shape[0]
+    _binary(operation, *flat(x, shape), *flat(y, shape), z.reshape(n, -1), WIDTHS[n])
+    return z
+
+
+def binary_float(operation: int, x: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """ADD, SUB or MUL of limbs x (n, *a) and float64 numbers c (*b), broadcast: one
+    rounding where the n-limb operation would round the float64 as an expansion too."""
+    shape = np.broadcast_shapes(x.shape[1:], c.shape)
+    z = np.empty((x.shape[0], *shape))
+    values, step = flat(np.asarray(c, dtype=np.float64)[None], shape)
+    n = x.shape[0]
+    _binary_float(operation, *flat(x, shape), values[0], step, z.reshape(n, -1), WIDTHS[n])
     return z
 
 
 def sqrt(x: np.ndarray) -> np.ndarray:
     """sqrt(x) elementwise over a limb array (n, *shape), x >= 0."""
+    n = x.shape[0]
     z = np.empty(x.shape)
-    _square_root(_flat(x, x.shape[1:]), z.reshape(x.shape[0], -1))
+    _square_root(np.ascontiguousarray(x).reshape(n, -1), z.reshape(n, -1), WIDTHS[n])
     return z
 
 
@@ -334,6 +408,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         rows,
         inner,
         columns,
+        WIDTHS[n],
     )
     return z
 
@@ -342,7 +417,7 @@ def row_sums(x: np.ndarray) -> np.ndarray:
     """The sums of a limb array (n, *shape) along its last axis, (n, *shape[:-1])."""
     n, length = x.shape[0], x.shape[-1]
     z = np.empty((n, *x.shape[1:-1]))
-    _row_sums(np.ascontiguousarray(x).reshape(n, -1), z.reshape(n, -1), length)
+    _row_sums(np.ascontiguousarray(x).reshape(n, -1), z.reshape(n, -1), length, WIDTHS[n])
     return z
 
 

@@ -1,25 +1,22 @@
-"""Elementary functions of multi-float arrays (docs/rounding.md section 6), evaluated in
-their own n-limb arithmetic over whole arrays, each from an argument reduction that is
-exact and a series whose truncation is below u^n = 2^(-53 n):
+"""Elementary functions of multi-float arrays (docs/rounding.md section 6), each from an
+argument reduction that is exact and a series whose truncation is below u^n = 2^(-53 n):
 
-- `exp`: x = k ln 2 + r, k = rint(x_0 / ln 2), r = x - k ln 2 with ln 2 in chunks of 40
-  bits (each k c_j exact); r / 2^S, S = 8; p = e^(r / 2^S) - 1 by Taylor; p <- p (p + 2)
-  S times (squaring e^r - 1 keeps its relative accuracy); exp = (1 + p) 2^k. `expm1` is p
-  itself where k = 0, so it is relatively accurate near 0.
+- exp, expm1, erfc, tanh and the logistic function run in the compiled kernels of
+  `elementary` (their algorithms are in its docstring), from the tables built here once
+  per limb count: 2^(j / 2^m) - 1 and ln 2 / 2^m's parts, 1 / k!, and erfc's Taylor
+  coefficients about the grid points z_0 = j / ERFC_GRID from
+  erfc^(k)(z) = (-1)^k (2 / sqrt pi) H_(k-1)(z) e^(-z^2) (Hermite's polynomials), each
+  point's degree the least whose remaining terms are below u^n / 64 of erfc on its
+  interval.
 - `log`: x = m 2^e, m in [1/sqrt 2, sqrt 2), ln m = 2 atanh((m - 1) / (m + 1)) by its
   series (m - 1 exact, so relatively accurate at 1 too), plus e ln 2.
-- `erfc` for z >= 0: exp(-z^2) erfcx(z), where erfcx = exp(z^2) erfc solves
-  y' = 2 z y - 2 / sqrt(pi): below z = 8 its Taylor series about the nearest multiple z_0
-  of 1/4, from erfcx(z_0) (mpmath, at import) by the recurrence
-  (k + 1) a_(k+1) = 2 z_0 a_k + 2 a_(k-1) - (2 / sqrt(pi)) [k = 0]; above, Laplace's
-  continued fraction. No cancellation on either side: GELU's Phi(x) is 1 - erfc / 2
-  for x >= 0 and erfc / 2 below. exp(-z^2) inherits z^2's rounding, a relative error of
-  about z^2 u^n (as every erfc in a fixed precision does).
-- `tanh` as -e / (2 + e), e = expm1(-2 |x|), with x's sign; the logistic function as
-  1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so neither overflows.
 - `sin` and `cos`: x = k pi / 2 + r with pi / 2 in chunks of 32 bits (k exact below
   2^21: |x| up to about 3e6), Taylor series of both on |r| <= pi / 4, the quadrant from
   k mod 4.
+
+log, sin and cos are numpy-level compositions of the array arithmetic (hundreds of
+kernel calls each): the operators use them only to set a problem up (rotary tables,
+token weights), not in its field.
 
 Measured accuracies: tests/solvers/backends/multifloat/test_functions.py against mpmath
 at twice the digits.
@@ -33,17 +30,10 @@ import math
 import mpmath
 import numpy as np
 
+from solvers.backends.multifloat import elementary
 from solvers.backends.multifloat.array import MultiFloatArray
+from solvers.backends.multifloat.expansions import WIDTHS
 
-EXP_HALVINGS = 8
-"""S: the reduced argument r is divided by 2^S before its series (|r| 2^-S <= 1.4e-3)."""
-EXP_EDGES = (-745.2, 709.78)
-"""exp is 0 below the first leading limb and inf above the second (float64's range)."""
-ERFC_FRACTION_EDGE = 8.0
-"""erfc comes from erfcx's Taylor series on the grid below this z, from the continued
-fraction above."""
-ERFC_GRID = 4
-"""Grid points per unit of z: |z - z_0| <= 1 / 8."""
 TRIG_CHUNK_BITS = 32
 TRIG_LIMIT = 2.0**21
 """|k| below this keeps k c_j exact for 32-bit chunks c_j of pi / 2."""
@@ -83,20 +73,23 @@ def _named(name: str, n: int) -> np.ndarray:
         return limbs_of_value(NUMBERS[name](), n)
 
 
+def _chunks_of(value: mpmath.mpf, bits: int, count: int) -> tuple[float, ...]:
+    """value as `count` float64 numbers of `bits` significant bits each, summing to it
+    within 2^(-bits count) relatively: k c_j is exact for |k| < 2^(53 - bits)."""
+    chunks = []
+    for _ in range(count):
+        exponent = int(mpmath.floor(mpmath.log(abs(value), 2))) + 1 - bits
+        chunk = mpmath.nint(value / mpmath.ldexp(1, exponent)) * mpmath.ldexp(1, exponent)
+        chunks.append(float(chunk))
+        value -= chunk
+    return tuple(chunks)
+
+
 @functools.cache
 def _chunks(name: str, bits: int, count: int) -> tuple[float, ...]:
-    """The constant `name` as `count` float64 numbers of `bits` significant bits each,
-    summing to it within 2^(-bits count) relatively: k c_j is exact for |k| < 2^(53 -
-    bits)."""
+    """The constant `name` in chunks (`_chunks_of`)."""
     with mpmath.workprec(bits * count + 100):
-        rest = NUMBERS[name]()
-        chunks = []
-        for _ in range(count):
-            exponent = int(mpmath.floor(mpmath.log(abs(rest), 2))) + 1 - bits
-            chunk = mpmath.nint(rest / mpmath.ldexp(1, exponent)) * mpmath.ldexp(1, exponent)
-            chunks.append(float(chunk))
-            rest -= chunk
-    return tuple(chunks)
+        return _chunks_of(NUMBERS[name](), bits, count)
 
 
 def constant(name: str, n: int) -> MultiFloatArray:
@@ -110,66 +103,129 @@ def _scaled(x: MultiFloatArray, exponents: np.ndarray | int) -> MultiFloatArray:
 
 
 @functools.cache
-def taylor_terms(radius: float, n: int) -> int:
-    """The least k with radius^(k+1) / (k+1)! below u^n / 4: the terms a Taylor series of
-    exp, sin or cos needs for |r| <= radius (the first term dropped bounds the rest)."""
+def taylor_terms(radius: float, n: int, scale: float = 1.0) -> int:
+    """The least k with radius^(k+1) / (k+1)! below scale u^n / 4: the terms a Taylor series
+    of exp, sin or cos needs for |r| <= radius (the first term dropped bounds the rest)
+    within u^n / 4 of a result of size `scale`."""
     k = 1
-    while radius ** (k + 1) / math.factorial(k + 1) >= unit(n) / 4:
+    while radius ** (k + 1) / math.factorial(k + 1) >= scale * unit(n) / 4:
         k += 1
     return k
 
 
 @functools.cache
-def _reciprocal_factorials(n: int, count: int) -> tuple[MultiFloatArray, ...]:
-    """1 / j! for j = 0 .. count as 0-d multi-floats."""
+def _reciprocal_factorials(n: int, count: int) -> np.ndarray:
+    """1 / j! for j = 0 .. count as limbs (n, count + 1)."""
     with mpmath.workprec(53 * n + 100):
-        values = [limbs_of_value(1 / mpmath.factorial(j), n) for j in range(count + 1)]
-    return tuple(MultiFloatArray(v) for v in values)
+        return np.stack(
+            [limbs_of_value(1 / mpmath.factorial(j), n) for j in range(count + 1)], axis=1
+        )
 
 
-def _exp_parts(x: MultiFloatArray) -> tuple[MultiFloatArray, np.ndarray]:
-    """(p, k) with e^x = (1 + p) 2^k, |p| <= 0.42: the reduction and the series of `exp`.
-    Arguments outside EXP_EDGES (and nan) are replaced by 0 here; `exp` restores them."""
-    n = x.limb_count
-    head = x.limbs[0]
-    inside = (head > EXP_EDGES[0]) & (head < EXP_EDGES[1])
-    x = MultiFloatArray(np.where(inside, x.limbs, 0.0))
-    k = np.rint(x.limbs[0] / math.log(2))
-    r = x
-    for chunk in _chunks("ln2", 40, n + 2):
-        r = r - k * chunk
-    r = _scaled(r, -EXP_HALVINGS)
-    terms = taylor_terms(math.log(2) / 2 ** (EXP_HALVINGS + 1), n)
-    inverse = _reciprocal_factorials(n, terms)
-    p = inverse[terms] * r
-    for j in range(terms - 1, 0, -1):
-        p = (p + inverse[j]) * r
-    for _ in range(EXP_HALVINGS):
-        p = p * (p + 2.0)
-    return p, k
+@functools.cache
+def _exp_tables(n: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """(c_0, c_rest, 1 / k! for k <= K, 2^(j / 2^m) - 1 for |j| <= 2^(m - 1)) of the
+    kernels' exp (`elementary`): c_0 + c_rest = ln 2 / 2^m within 2^(-53 n - 40)."""
+    steps = 2**elementary.TABLE_BITS
+    with mpmath.workprec(53 * n + 100):
+        step = mpmath.ln2 / steps
+        c0 = float(_chunks_of(step, elementary.CHUNK_BITS, 1)[0])
+        rest = limbs_of_value(step - c0, n)[:, None]
+        table = np.stack(
+            [limbs_of_value(mpmath.expm1(j * step), n) for j in range(-steps // 2, steps // 2 + 1)],
+            axis=1,
+        )
+    radius = 1.01 * math.log(2) / (2 * steps)
+    terms = taylor_terms(radius, n, scale=radius)  # relative to e^r - 1, which is about r
+    return c0, rest, _reciprocal_factorials(n, terms), table
+
+
+def _exp_call(kernel, x: MultiFloatArray, *arguments) -> MultiFloatArray:
+    """A kernel of `elementary` over x's elements, with the exp tables of its limb count."""
+    limbs = np.ascontiguousarray(x.limbs)
+    n = limbs.shape[0]
+    z = np.empty(limbs.shape)
+    kernel(limbs.reshape(n, -1), z.reshape(n, -1), WIDTHS[n], *arguments, *_exp_tables(n))
+    return MultiFloatArray(z)
 
 
 def exp(x: MultiFloatArray) -> MultiFloatArray:
-    """e^x elementwise: 0 below -745.2, inf above 709.78, nan for nan."""
-    return _exp_from_parts(x, *_exp_parts(x))
-
-
-def _exp_from_parts(x: MultiFloatArray, p: MultiFloatArray, k: np.ndarray) -> MultiFloatArray:
-    """(1 + p) 2^k, with the edges of `exp` restored from x."""
-    result = _scaled(p + 1.0, k.astype(np.int64)).limbs
-    head = x.limbs[0]
-    result[0] = np.where(head >= EXP_EDGES[1], np.inf, result[0])
-    result[:, (head <= EXP_EDGES[0]) | ~np.isfinite(head)] = 0.0
-    result[0] = np.where(np.isnan(head) | (head == np.inf), head, result[0])
-    return MultiFloatArray(result)
+    """e^x elementwise: 0 at or below -745.2, inf at or above 709.78, nan for nan."""
+    return _exp_call(elementary.exp, x, False)
 
 
 def expm1(x: MultiFloatArray) -> MultiFloatArray:
-    """e^x - 1 elementwise, relatively accurate near 0 (|x| <= ln(2) / 2: the series' p)."""
-    p, k = _exp_parts(x)
-    far = _exp_from_parts(x, p, k) - 1.0
-    near = (k == 0) & (np.abs(x.limbs[0]) < 1.0)  # k = 0 also where _exp_parts replaced x
-    return MultiFloatArray(np.where(near, p.limbs, far.limbs))
+    """e^x - 1 elementwise, relatively accurate near 0 too; -1 at or below -745.2."""
+    return _exp_call(elementary.exp, x, True)
+
+
+def tanh(x: MultiFloatArray) -> MultiFloatArray:
+    """tanh(x) elementwise, relatively accurate (through expm1)."""
+    return _exp_call(elementary.tanh, x)
+
+
+def logistic(x: MultiFloatArray) -> MultiFloatArray:
+    """1 / (1 + e^-x) elementwise, without overflow on either side."""
+    return _exp_call(elementary.logistic, x)
+
+
+@functools.cache
+def _erfc_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """erfc's Taylor coefficients about z_0 = j / ERFC_GRID below ERFC_EDGE, as limbs
+    (n, points, K + 1), and each point's degree: the least d whose next terms
+    |c_k| (1 / (2 ERFC_GRID))^k, k > d, sum below u^n / 64 of erfc(z_0 + 1 / (2 ERFC_GRID))."""
+    grid, points = elementary.ERFC_GRID, int(elementary.ERFC_EDGE * elementary.ERFC_GRID) + 1
+    reach = mpmath.mpf(1) / (2 * grid)
+    with mpmath.workprec(53 * n + 100):
+        series = []
+        for j in range(points):
+            z = mpmath.mpf(j) / grid
+            scale = 2 / mpmath.sqrt(mpmath.pi) * mpmath.exp(-z * z)
+            floor = mpmath.erfc(z + reach) * unit(n) / 64
+            terms, previous, hermite = [mpmath.erfc(z)], mpmath.mpf(0), mpmath.mpf(1)
+            k, tail = 1, []
+            while True:  # c_k = (-1)^k scale H_(k-1)(z) / k!
+                terms.append((-1) ** k * scale * hermite / mpmath.factorial(k))
+                previous, hermite = hermite, 2 * z * hermite - 2 * (k - 1) * previous
+                size = abs(terms[-1]) * reach**k
+                tail = [*tail[-3:], size]
+                if len(tail) == 4 and sum(tail) < floor:
+                    break
+                k += 1
+            series.append(terms[: len(terms) - 4])
+        degree = max(len(terms) for terms in series)
+        coefficients = np.zeros((n, points, degree))
+        for j, terms in enumerate(series):
+            for k, value in enumerate(terms):
+                coefficients[:, j, k] = limbs_of_value(value, n)
+    return coefficients, np.array([len(terms) - 1 for terms in series], dtype=np.int64)
+
+
+@functools.cache
+def _fraction_depth(n: int) -> int:
+    """The continued fraction's depth K at which it is within u^n / 16 of erfcx at
+    ERFC_EDGE (its error falls as z grows), found by mpmath at first use."""
+    with mpmath.workprec(53 * n + 100):
+        z = mpmath.mpf(elementary.ERFC_EDGE)
+        exact = mpmath.exp(z * z) * mpmath.erfc(z) * mpmath.sqrt(mpmath.pi)
+        depth = 4
+        while True:
+            value = z
+            for k in range(depth, 0, -1):
+                value = z + mpmath.mpf(k) / 2 / value
+            if abs(1 / value - exact) / exact < unit(n) / 16:
+                return depth
+            depth += 4
+
+
+def erfc(x: MultiFloatArray) -> MultiFloatArray:
+    """erfc(x) = 1 - erf(x) elementwise, relatively accurate for x >= 0 (within a few u^n
+    below ERFC_EDGE, about (1 + z^2) u^n above, from e^(-z^2)), and 2 - erfc(-x) below;
+    0 above 27.3; nan for nan."""
+    n = x.limb_count
+    coefficients, degrees = _erfc_tables(n)
+    root_pi = _named("sqrt(pi)", n)[:, None]
+    return _exp_call(elementary.erfc, x, coefficients, degrees, _fraction_depth(n), root_pi)
 
 
 @functools.cache
@@ -212,119 +268,6 @@ def log(x: MultiFloatArray) -> MultiFloatArray:
     return y
 
 
-@functools.cache
-def _erfcx_table(n: int) -> np.ndarray:
-    """erfcx(z_0) = exp(z_0^2) erfc(z_0) at z_0 = j / ERFC_GRID up to the fraction's edge,
-    as limbs (n, points)."""
-    points = int(ERFC_FRACTION_EDGE * ERFC_GRID) + 1
-    with mpmath.workprec(53 * n + 100):
-        values = [
-            mpmath.exp(mpmath.mpf(j) ** 2 / ERFC_GRID**2) * mpmath.erfc(mpmath.mpf(j) / ERFC_GRID)
-            for j in range(points)
-        ]
-        return np.stack([limbs_of_value(value, n) for value in values], axis=1)
-
-
-@functools.cache
-def _erfc_series_terms(n: int) -> int:
-    """Taylor terms of erfcx about z_0 <= 8 for |h| <= 1 / 8: the terms fall as about
-    (2 z_0 |h|)^k / k! <= 2^k / k!; enough that this is below u^n / 100."""
-    k = 1
-    while 2.0**k / math.factorial(k) >= unit(n) / 100:
-        k += 1
-    return k
-
-
-@functools.cache
-def _fraction_depth(n: int) -> int:
-    """The continued fraction's depth K at which it is within u^n / 16 of erfcx at the edge
-    z = 8 (its error falls as z grows), found by mpmath at first use: 14 terms give 6e-21,
-    30 give 7e-35, 60 give 9e-55."""
-    with mpmath.workprec(53 * n + 100):
-        z = mpmath.mpf(ERFC_FRACTION_EDGE)
-        exact = mpmath.exp(z * z) * mpmath.erfc(z) * mpmath.sqrt(mpmath.pi)
-        depth = 4
-        while True:
-            value = z
-            for k in range(depth, 0, -1):
-                value = z + mpmath.mpf(k) / 2 / value
-            if abs(1 / value - exact) / exact < unit(n) / 16:
-                return depth
-            depth += 4
-
-
-def erfc(x: MultiFloatArray) -> MultiFloatArray:
-    """erfc(x) = 1 - erf(x) elementwise, relatively accurate for x >= 0 (within about
-    (1 + z^2) u^n), and 2 - erfc(-x) below; nan for nan."""
-    head = x.limbs[0]
-    negative = head < 0
-    z = MultiFloatArray(np.where(negative, -x.limbs, x.limbs))
-    z = MultiFloatArray(np.where(np.isfinite(z.limbs[0]), z.limbs, 0.0))
-    near = z.limbs[0] < ERFC_FRACTION_EDGE
-    scaled = MultiFloatArray(np.zeros_like(z.limbs))
-    if near.any():
-        scaled.limbs[:, near] = _erfcx_series(z[near]).limbs
-    if (~near).any():
-        scaled.limbs[:, ~near] = _erfcx_fraction(z[~near]).limbs
-    result = exp(-(z * z)) * scaled
-    result = MultiFloatArray(np.where(negative, (2.0 - result).limbs, result.limbs))
-    limit = np.where(negative, 2.0, 0.0)
-    result.limbs[:, np.isinf(head)] = 0.0
-    result.limbs[0] = np.where(np.isinf(head), limit, result.limbs[0])
-    result.limbs[0] = np.where(np.isnan(head), np.nan, result.limbs[0])
-    return result
-
-
-def _erfcx_series(z: MultiFloatArray) -> MultiFloatArray:
-    """erfcx(z) for 0 <= z < 8 by its Taylor series about the nearest grid point."""
-    n = z.limb_count
-    index = np.rint(z.limbs[0] * ERFC_GRID).astype(np.int64)
-    z0 = index / ERFC_GRID  # exact
-    h = z - z0
-    table = _erfcx_table(n)
-    previous = MultiFloatArray(np.zeros_like(z.limbs))
-    current = MultiFloatArray(table[:, index])
-    two_over_root_pi = constant("2/sqrt(pi)", n)
-    total = current.copy()
-    power = h
-    for k in range(_erfc_series_terms(n)):
-        following = current * (2 * z0) + previous * 2.0
-        if k == 0:
-            following = following - two_over_root_pi
-        following = following / float(k + 1)
-        previous, current = current, following
-        total = total + current * power
-        power = power * h
-    return total
-
-
-def _erfcx_fraction(z: MultiFloatArray) -> MultiFloatArray:
-    """erfcx(z) = 1 / (sqrt(pi) (z + (1/2) / (z + (2/2) / (z + ...)))) for z >= 8."""
-    n = z.limb_count
-    value = z.copy()
-    for k in range(_fraction_depth(n), 0, -1):
-        value = z + (k / 2) / value
-    return 1.0 / (value * constant("sqrt(pi)", n))
-
-
-def tanh(x: MultiFloatArray) -> MultiFloatArray:
-    """tanh(x) = -e / (2 + e), e = expm1(-2 |x|), with x's sign (relatively accurate)."""
-    negative = x.limbs[0] < 0
-    magnitude = MultiFloatArray(np.where(negative, -x.limbs, x.limbs))
-    e = expm1(magnitude * -2.0)
-    value = -e / (e + 2.0)
-    return MultiFloatArray(np.where(negative, -value.limbs, value.limbs))
-
-
-def logistic(x: MultiFloatArray) -> MultiFloatArray:
-    """1 / (1 + e^-x) elementwise, as e^x / (1 + e^x) for x < 0 (no overflow)."""
-    negative = x.limbs[0] < 0
-    e = exp(MultiFloatArray(np.where(negative, x.limbs, -x.limbs)))
-    one = np.zeros_like(e.limbs)
-    one[0] = 1.0
-    return MultiFloatArray(np.where(negative, e.limbs, one)) / (e + 1.0)
-
-
 def _quarter_turns(x: MultiFloatArray) -> tuple[MultiFloatArray, np.ndarray]:
     """(r, k) with x = k pi / 2 + r, |r| <= pi / 4 (up to rounding), k exact."""
     n = x.limb_count
@@ -342,7 +285,7 @@ def _quarter_turns(x: MultiFloatArray) -> tuple[MultiFloatArray, np.ndarray]:
 def _sin_cos_reduced(r: MultiFloatArray) -> tuple[MultiFloatArray, MultiFloatArray]:
     n = r.limb_count
     terms = taylor_terms(math.pi / 4, n) + 1
-    inverse = _reciprocal_factorials(n, terms + 1)
+    inverse = [MultiFloatArray(c) for c in _reciprocal_factorials(n, terms + 1).T]
     square = r * r
     odd = [j for j in range(1, terms + 1, 2)]
     even = [j for j in range(0, terms + 1, 2)]

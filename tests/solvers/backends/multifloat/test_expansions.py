@@ -92,6 +92,22 @@ def test_each_operation_is_within_its_bound(name, n):
 
 
 @pytest.mark.parametrize("n", ex.LIMBS)
+@pytest.mark.parametrize("name", ["add", "sub", "mul"])
+def test_operations_with_a_float64_operand_are_within_their_bound(name, n):
+    rng = np.random.default_rng(5 + n)
+    x = _numbers(rng, n, SAMPLES)
+    c = 10.0 ** rng.uniform(-20, 20, SAMPLES) * rng.choice([-1.0, 1.0], SAMPLES)
+    c[:20] = -x[0, :20]  # the leading limbs cancel: the tail is the answer
+    z = ex.binary_float(OPERATION[name], x, c)
+    exact = [EXACT[name](a, Fraction(b)) for a, b in zip(_exact(x), c, strict=True)]
+    worst = _worst(z, exact, n)
+    assert worst <= BOUNDS[name][n], f"{name} x{n} by a float64: {worst:.3g} u^{n}"
+    assert _normalised(z)
+    scalar = ex.binary_float(OPERATION[name], x, np.float64(c[0]))
+    np.testing.assert_array_equal(scalar[:, 0], z[:, 0])
+
+
+@pytest.mark.parametrize("n", ex.LIMBS)
 def test_addition_keeps_its_bound_where_the_operands_cancel(n):
     """y = -x (1 + r 2^-k): the sum loses k bits of x, and the result keeps its own."""
     rng = np.random.default_rng(2)
