@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from solvers.backends.multifloat import conversion
-from solvers.backends.multifloat import expansions as ex
+from solvers.backends.multifloat import conversion, kernels
 
 
 class MultiFloatArray(NDArrayOperatorsMixin):
@@ -174,15 +173,15 @@ def _binary(operation: int) -> Callable:
     multiplication take the float64 kernels (`expansions.binary_float`)."""
 
     def apply(n: int, x: object, y: object) -> MultiFloatArray:
-        if operation != ex.DIV:
+        if operation != kernels.DIV:
             c = _float64(y)
             if c is not None:
-                return MultiFloatArray(ex.binary_float(operation, limbs_of(x, n), c))
+                return MultiFloatArray(kernels.binary_float(operation, limbs_of(x, n), c))
             c = _float64(x)
             if c is not None:
-                z = ex.binary_float(operation, limbs_of(y, n), c)
-                return MultiFloatArray(-z if operation == ex.SUB else z)
-        return MultiFloatArray(ex.binary(operation, limbs_of(x, n), limbs_of(y, n)))
+                z = kernels.binary_float(operation, limbs_of(y, n), c)
+                return MultiFloatArray(-z if operation == kernels.SUB else z)
+        return MultiFloatArray(kernels.binary(operation, limbs_of(x, n), limbs_of(y, n)))
 
     return apply
 
@@ -190,7 +189,7 @@ def _binary(operation: int) -> Callable:
 def _difference_sign(n: int, x: object, y: object) -> np.ndarray:
     """The sign of x - y elementwise: the sign of its leading limb (the subtraction is
     accurate, so a non-zero difference has a non-zero leading limb of its sign)."""
-    return np.sign(ex.binary(ex.SUB, limbs_of(x, n), limbs_of(y, n))[0])
+    return np.sign(kernels.binary(kernels.SUB, limbs_of(x, n), limbs_of(y, n))[0])
 
 
 def _compare(test: Callable[[np.ndarray], np.ndarray]) -> Callable:
@@ -224,15 +223,15 @@ def _finite(n: int, x: object) -> np.ndarray:
 
 
 _UFUNCS: dict[np.ufunc, Callable] = {
-    np.add: _binary(ex.ADD),
-    np.subtract: _binary(ex.SUB),
-    np.multiply: _binary(ex.MUL),
-    np.true_divide: _binary(ex.DIV),
+    np.add: _binary(kernels.ADD),
+    np.subtract: _binary(kernels.SUB),
+    np.multiply: _binary(kernels.MUL),
+    np.true_divide: _binary(kernels.DIV),
     np.negative: _negative,
     np.positive: lambda n, x: MultiFloatArray(limbs_of(x, n).copy()),
     np.absolute: _absolute,
-    np.sqrt: lambda n, x: MultiFloatArray(ex.sqrt(limbs_of(x, n))),
-    np.square: lambda n, x: _binary(ex.MUL)(n, x, x),
+    np.sqrt: lambda n, x: MultiFloatArray(kernels.sqrt(limbs_of(x, n))),
+    np.square: lambda n, x: _binary(kernels.MUL)(n, x, x),
     np.greater: _compare(lambda s: s > 0),
     np.greater_equal: _compare(lambda s: s >= 0),
     np.less: _compare(lambda s: s < 0),

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from solvers.backends.base import Array, Backend
-from solvers.backends.multifloat import conversion, functions, products
+from solvers.backends.multifloat import conversion, functions, kernels, products
 from solvers.backends.multifloat import expansions as ex
 from solvers.backends.multifloat.array import MultiFloatArray, limbs_of
 from solvers.errors import InvalidInputError
@@ -116,7 +116,7 @@ class MultiFloatBackend(Backend):
         return functions.log(self.asarray(a))
 
     def sqrt(self, a: Array) -> Array:
-        return MultiFloatArray(ex.sqrt(limbs_of(self.asarray(a), self.limbs)))
+        return MultiFloatArray(kernels.sqrt(limbs_of(self.asarray(a), self.limbs)))
 
     def cos(self, a: Array) -> Array:
         return functions.cos(self.asarray(a))
@@ -178,5 +178,5 @@ class MultiFloatBackend(Backend):
         limbs = limbs_of(a, self.limbs)
         axis = axis if axis < 0 else axis + 1
         rows = np.moveaxis(limbs, axis, -1)
-        sums = ex.row_sums(rows)[..., None]
+        sums = kernels.row_sums(rows)[..., None]
         return MultiFloatArray(np.moveaxis(sums, -1, axis))

@@ -32,8 +32,6 @@ results stay in float64's normal range (a limb below 2^-1022 loses digits).
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 
@@ -47,10 +45,6 @@ WIDTHS = {n: (0.0,) * n for n in LIMBS}
 """The limb count as the kernels take it, the length of a tuple (`width`): numba compiles
 each count apart, with its loops of known length and the other counts' branches gone
 (a count read from an array's shape keeps them, at eight times the cost at n = 2)."""
-
-ADD, SUB, MUL, DIV = 0, 1, 2, 3
-"""The operations of `_binary` (one kernel with the operation an argument: kernels closed
-over their operation miss numba's disk cache in every new process)."""
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
@@ -237,206 +231,9 @@ def scratch(n):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _float_result(operation, a, b):
-    if operation == ADD:
-        return a + b
-    if operation == SUB:
-        return a - b
-    if operation == MUL:
-        return a * b
-    return a / b
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _non_finite(operation, x, sx, y, sy, z):
-    """Where an operand or a result is not finite, the float64 result of the leading limbs
-    (inf, -inf or nan, as float64 gives them) and zero limbs after it: the error-free
-    transformations turn inf into nan."""
-    n, size = z.shape
-    for i in range(size):
-        if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
-            z[0, i] = _float_result(operation, x[0, i * sx], y[0, i * sy])
-            for k in range(1, n):
-                z[k, i] = 0.0
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _binary(operation, x, sx, y, sy, z, width):
-    """z = x (operation) y elementwise over limb arrays (n, size), x's element i at i sx
-    and y's at i sy (a step of 0 repeats one element)."""
-    t, r, q = scratch(len(width))
-    for i in range(z.shape[1]):
-        if operation == MUL:
-            mul_at(x, i * sx, y, i * sy, z, i, t, width)
-        elif operation == DIV:
-            div_at(x, i * sx, y, i * sy, z, i, t, r, q, width)
-        else:
-            add_at(x, i * sx, y, i * sy, 1.0 if operation == ADD else -1.0, z, i, t, width)
-    _non_finite(operation, x, sx, y, sy, z)
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _binary_float(operation, x, sx, c, sc, z, width):
-    """z = x (operation) c elementwise for float64 c (size or 1), ADD, SUB or MUL."""
-    t = scratch(len(width))[0]
-    for i in range(z.shape[1]):
-        if operation == MUL:
-            mul_float_at(x, i * sx, c[i * sc], z, i, t, width)
-        else:
-            value = c[i * sc] if operation == ADD else -c[i * sc]
-            add_float_at(x, i * sx, value, z, i, t, width)
-    n = z.shape[0]
-    for i in range(z.shape[1]):
-        if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
-            z[0, i] = _float_result(operation, x[0, i * sx], c[i * sc])
-            for k in range(1, n):
-                z[k, i] = 0.0
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _square_root(x, z, width):
-    """z = sqrt(x) elementwise (x >= 0; nan below 0, 0 at 0 and inf at inf, as float64)."""
-    n, size = len(width), z.shape[1]
-    if n == 2:
-        for i in range(size):
-            if np.isfinite(x[0, i]):
-                z[0, i], z[1, i] = dw._sqrt(x[0, i], x[1, i])
-            else:
-                z[0, i], z[1, i] = np.sqrt(x[0, i]), 0.0
-        return
-    t, r, q = scratch(n)
-    w = np.empty((n, 3))  # s, s^2 and then the correction, 2 s
-    for i in range(size):
-        if not (x[0, i] > 0.0 and np.isfinite(x[0, i])):
-            z[0, i] = np.sqrt(x[0, i])
-            for k in range(1, n):
-                z[k, i] = 0.0
-            continue
-        w[:, 0] = 0.0
-        w[0, 0] = np.sqrt(x[0, i])
-        for _ in range(2):
-            mul_at(w, 0, w, 0, w, 1, t, width)
-            add_at(x, i, w, 1, -1.0, w, 1, t, width)  # x - s^2
-            mul_float_at(w, 0, 2.0, w, 2, t, width)
-            div_at(w, 1, w, 2, w, 1, t, r, q, width)  # (x - s^2) / (2 s)
-            add_at(w, 0, w, 1, 1.0, w, 0, t, width)
-        z[:, i] = w[:, 0]
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _matmul(a, b, z, rows, inner, columns, width):
-    """z = a @ b for limb matrices flattened row-major: a (n, rows * inner), b (n, inner *
-    columns), z (n, rows * columns); each entry a sequence of n-limb multiply-adds."""
-    n = len(width)
-    t = scratch(n)[0]
-    w = np.empty((n, 2))  # the running sum and the product
-    for r in range(rows):
-        for c in range(columns):
-            w[:, 0] = 0.0
-            for k in range(inner):
-                mul_at(a, r * inner + k, b, k * columns + c, w, 1, t, width)
-                add_at(w, 0, w, 1, 1.0, w, 0, t, width)
-            z[:, r * columns + c] = w[:, 0]
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _row_sums(x, z, length, width):
-    """z[:, r] = the sum of x[:, r * length : (r + 1) * length] (left to right)."""
-    n = len(width)
-    t = scratch(n)[0]
-    w = np.empty((n, 1))
-    for r in range(z.shape[1]):
-        w[:, 0] = 0.0
-        for j in range(r * length, (r + 1) * length):
-            add_at(w, 0, x, j, 1.0, w, 0, t, width)
-        z[:, r] = w[:, 0]
-
-
-def flat(limbs: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
-    """Limbs (n, *s) for element shape `shape` as a C-contiguous (n, size) array and the
-    step between its elements: 0 for a single element (repeated), else 1 (s broadcast to
-    shape by a copy)."""
-    n, element = limbs.shape[0], limbs.shape[1:]
-    if element == shape:
-        return np.ascontiguousarray(limbs).reshape(n, -1), 1
-    if math.prod(element) == 1:
-        return np.ascontiguousarray(limbs).reshape(n, 1), 0
-    padded = limbs.reshape(n, *(1,) * (len(shape) - len(element)), *element)
-    return np.ascontiguousarray(np.broadcast_to(padded, (n, *shape))).reshape(n, -1), 1
-
-
-def binary(operation: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """ADD, SUB, MUL or DIV elementwise over limb arrays x (n, *a) and y (n, *b), their
-    element shapes broadcast against each other; a fresh (n, *shape) array."""
-    shape = np.broadcast_shapes(x.shape[1:], y.shape[1:])
-    z = np.empty((x.shape[0], *shape))
-    n = x.shape[0]
-    _binary(operation, *flat(x, shape), *flat(y, shape), z.reshape(n, -1), WIDTHS[n])
-    return z
-
-
-def binary_float(operation: int, x: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """ADD, SUB or MUL of limbs x (n, *a) and float64 numbers c (*b), broadcast: one
-    rounding where the n-limb operation would round the float64 as an expansion too."""
-    shape = np.broadcast_shapes(x.shape[1:], c.shape)
-    z = np.empty((x.shape[0], *shape))
-    values, step = flat(np.asarray(c, dtype=np.float64)[None], shape)
-    n = x.shape[0]
-    _binary_float(operation, *flat(x, shape), values[0], step, z.reshape(n, -1), WIDTHS[n])
-    return z
-
-
-def sqrt(x: np.ndarray) -> np.ndarray:
-    """sqrt(x) elementwise over a limb array (n, *shape), x >= 0."""
-    n = x.shape[0]
-    z = np.empty(x.shape)
-    _square_root(np.ascontiguousarray(x).reshape(n, -1), z.reshape(n, -1), WIDTHS[n])
-    return z
-
-
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b for limb matrices a (n, rows, inner) and b (n, inner, columns): each entry's
-    products and sums in n-limb arithmetic, in order (the error of a length-K dot product is
-    within the K multiply-adds' roundings of its terms' magnitudes)."""
-    n, rows, inner = a.shape
-    columns = b.shape[2]
-    z = np.empty((n, rows, columns))
-    _matmul(
-        np.ascontiguousarray(a).reshape(n, -1),
-        np.ascontiguousarray(b).reshape(n, -1),
-        z.reshape(n, -1),
-        rows,
-        inner,
-        columns,
-        WIDTHS[n],
-    )
-    return z
-
-
-def row_sums(x: np.ndarray) -> np.ndarray:
-    """The sums of a limb array (n, *shape) along its last axis, (n, *shape[:-1])."""
-    n, length = x.shape[0], x.shape[-1]
-    z = np.empty((n, *x.shape[1:-1]))
-    _row_sums(np.ascontiguousarray(x).reshape(n, -1), z.reshape(n, -1), length, WIDTHS[n])
-    return z
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _sum_terms(terms, z):
-    """z[:, i] = the sum of the float64 terms[:, i] (ordered by decreasing magnitude, up to
-    a factor 2^53 between neighbours), renormalised to n limbs."""
-    n = z.shape[0]
-    count, size = terms.shape
-    t = np.empty(count)
-    for i in range(size):
-        for k in range(count):
-            t[k] = terms[k, i]
-        _vec_sum(t, count)  # the terms are ordered only by their level: one sweep more
-        _renormalise(t, count, z, i, n)
-
-
-def sum_terms(terms: np.ndarray, n: int) -> np.ndarray:
-    """The n-limb sums over the leading axis of float64 terms (count, *shape)."""
-    z = np.empty((n, *terms.shape[1:]))
-    _sum_terms(np.ascontiguousarray(terms).reshape(terms.shape[0], -1), z.reshape(n, -1))
-    return z
+def renormalised_sum(t, m, z, k, n):
+    """z[:, k] = the n-limb sum of t[0:m] (ordered by decreasing magnitude up to a factor
+    2^53 between neighbours, as levels are): one VecSum sweep more, then renormalised; t
+    is overwritten."""
+    _vec_sum(t, m)
+    _renormalise(t, m, z, k, n)

@@ -11,27 +11,34 @@ an integer multiple of 2^(e - (k+1) beta) of at most beta + log2(n) bits (the n 
 slices at one level summed), so with 2 (beta + log2 n) + log2 K <= 53 every product of
 two slices, a length-K dot product, is exact in float64: the BLAS computes it without
 rounding. The products of slices p and q with p + q < L, L = ceil((53 n + G) / beta),
-G = GUARD_BITS, are summed with one renormalisation per entry (`expansions.sum_terms`);
+G = GUARD_BITS, are summed with one renormalisation per entry (`_sum_levels`);
 the dropped ones and the slices beyond L carry below 2 K 2^(-53 n - G) a_i b_j, with
 a_i = max_k |A_ik| and b_j = max_k |B_kj|. So entry (i, j) is within
 u^n (|A| |B|)_ij + 2 K 2^(-53 n - G) a_i b_j, cancellation or not: the second term is
 relative to the row's and column's largest entries, as every splitting's bound is.
-Small products (KERNEL_WORK) and factors whose rows reach 2^900 (where sigma would
-overflow) go to the compiled multiply-add kernel (`expansions.matmul`).
+All slices of a factor come out of one compiled pass, and all their products out of one
+GEMM of the stacked slices (the pairs with p + q >= L are computed and not used: one
+BLAS call costs less than L (L + 1) / 2 small ones). Small products (KERNEL_WORK) and
+factors whose rows reach 2^800 or fall below 2^-800 (EXPONENT_REACH, where sigma would
+overflow or underflow) go to the compiled multiply-add kernel (`expansions.matmul`).
 """
 
 from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
 from solvers.backends.multifloat import expansions as ex
+from solvers.backends.multifloat import kernels
 
 GUARD_BITS = 16
 """Bits carried beyond the format's 53 n by the slices."""
-LARGEST_EXPONENT = 900
-"""Rows or columns with entries of 2^900 or more take the multiply-add kernel."""
+EXPONENT_REACH = 800
+"""Rows or columns whose largest entry reaches 2^800, or stays below 2^-800 (zero ones
+aside), take the multiply-add kernel: every sigma = 2^(e - k beta + 52) stays in
+float64's normal range."""
 KERNEL_WORK = 2048
 """Products of at most this many multiply-adds take the compiled kernel, faster there
 (measured: 16 x 8 x 16 costs both about the same, 120 us at two limbs; at 17 x 32 x 32
@@ -43,36 +50,67 @@ def slice_bits(inner: int, n: int) -> int:
     return (53 - math.ceil(math.log2(max(inner, 2)))) // 2 - math.ceil(math.log2(n))
 
 
-def _exponents(leading: np.ndarray, axis: int) -> np.ndarray:
-    """e with 2^e above every |x| along `axis` (0 for an all-zero row or column)."""
-    largest = np.max(np.abs(leading), axis=axis, keepdims=True)
-    return np.frexp(np.where(largest > 0, largest, 1.0))[1].astype(np.float64)
+def _exponents(leading: np.ndarray) -> np.ndarray:
+    """e with 2^e above every |x| of each row of `leading` (0 for an all-zero row)."""
+    largest = np.max(np.abs(leading), axis=-1)
+    return np.frexp(np.where(largest > 0, largest, 1.0))[1].astype(np.int64)
 
 
-def _slices(limbs: np.ndarray, exponents: np.ndarray, beta: int, levels: int) -> list:
-    """The float64 slices of a limb array (n, ...) at `levels` levels of beta bits."""
-    rest = limbs.copy()
-    slices = []
-    for k in range(levels):
-        sigma = np.ldexp(1.0, (exponents - (k + 1) * beta + 52).astype(np.int64))
-        high = (rest + sigma) - sigma
-        rest -= high
-        slices.append(np.sum(high, axis=0))  # exact: multiples of one ulp, few bits
-    return slices
+@numba.njit(cache=True, error_model="numpy")
+def _slices(limbs, exponents, beta, levels, out):
+    """out[k, r, c] = slice k of row r of the limbs (n, rows, columns): the bits of weight
+    2^(e_r - (k+1) beta) up to 2^(e_r - k beta) of each limb, summed over the limbs (exact:
+    multiples of one ulp of few bits), extracted by S = fl((x + sigma) - sigma)."""
+    n, rows, columns = limbs.shape
+    for r in range(rows):
+        for c in range(columns):
+            for limb in range(n):
+                rest = limbs[limb, r, c]
+                for k in range(levels):
+                    sigma = math.ldexp(1.0, exponents[r] - (k + 1) * beta + 52)
+                    high = (rest + sigma) - sigma
+                    rest -= high
+                    if limb == 0:
+                        out[k, r, c] = high
+                    else:
+                        out[k, r, c] += high
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _sum_levels(products, rows, columns, levels, z, width):
+    """z[:, i, j] = the sum over p + q < levels of products[p rows + i, q columns + j], the
+    slice products ordered by their level p + q, renormalised to n limbs."""
+    n = len(width)
+    t = np.empty(levels * (levels + 1) // 2)
+    for i in range(rows):
+        for j in range(columns):
+            m = 0
+            for level in range(levels):
+                for p in range(level + 1):
+                    t[m] = products[p * rows + i, (level - p) * columns + j]
+                    m += 1
+            ex.renormalised_sum(t, m, z, i * columns + j, n)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b for limb matrices a (n, rows, inner) and b (n, inner, columns)."""
+    """a @ b for limb matrices a (n, rows, inner) and b (n, inner, columns): the slices of
+    both stacked, their products in one GEMM, summed by level."""
     n, rows, inner = a.shape
-    if rows * inner * b.shape[2] <= KERNEL_WORK:
-        return ex.matmul(a, b)
-    row_exponents = _exponents(a[0], axis=-1)
-    column_exponents = _exponents(b[0], axis=-2)
-    if max(row_exponents.max(initial=0), column_exponents.max(initial=0)) >= LARGEST_EXPONENT:
-        return ex.matmul(a, b)
+    columns = b.shape[2]
+    if rows * inner * columns <= KERNEL_WORK:
+        return kernels.matmul(a, b)
+    b_rows = np.ascontiguousarray(b.transpose(0, 2, 1))
+    row_exponents, column_exponents = _exponents(a[0]), _exponents(b_rows[0])
+    exponents = np.concatenate([row_exponents, column_exponents])
+    if np.any(np.abs(exponents) >= EXPONENT_REACH):
+        return kernels.matmul(a, b)
     beta = slice_bits(inner, n)
     levels = math.ceil((53 * n + GUARD_BITS) / beta)
-    left = _slices(a, row_exponents, beta, levels)
-    right = _slices(b, column_exponents, beta, levels)
-    terms = [left[p] @ right[s - p] for s in range(levels) for p in range(s + 1)]
-    return ex.sum_terms(np.stack(terms), n)
+    left = np.empty((levels, rows, inner))
+    _slices(np.ascontiguousarray(a), row_exponents, beta, levels, left)
+    right = np.empty((levels, columns, inner))
+    _slices(b_rows, column_exponents, beta, levels, right)
+    products = left.reshape(-1, inner) @ right.reshape(-1, inner).T
+    z = np.empty((n, rows, columns))
+    _sum_levels(products, rows, columns, levels, z.reshape(n, -1), ex.WIDTHS[n])
+    return z

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from solvers.backends.multifloat import expansions as ex
+from solvers.backends.multifloat import kernels
 
 
 def with_tails(heads: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -16,7 +16,7 @@ def with_tails(heads: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarra
     limbs[0] = heads
     for k in range(1, n):
         limbs[k] = np.spacing(np.abs(limbs[k - 1])) * rng.uniform(-0.5, 0.5, np.shape(heads))
-    return ex.binary(ex.ADD, limbs, np.zeros_like(limbs))
+    return kernels.binary(kernels.ADD, limbs, np.zeros_like(limbs))
 
 
 def exact(limbs: np.ndarray) -> np.ndarray:
