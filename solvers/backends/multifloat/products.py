@@ -39,10 +39,13 @@ EXPONENT_REACH = 800
 """Rows or columns whose largest entry reaches 2^800, or stays below 2^-800 (zero ones
 aside), take the multiply-add kernel: every sigma = 2^(e - k beta + 52) stays in
 float64's normal range."""
-KERNEL_WORK = 2048
-"""Products of at most this many multiply-adds take the compiled kernel, faster there
-(measured: 16 x 8 x 16 costs both about the same, 120 us at two limbs; at 17 x 32 x 32
-the splitting costs 174 us against the kernel's 959 us, at four limbs 467 against 3473)."""
+KERNEL_WORK = {2: 131072, 3: 1024, 4: 1024}
+"""Products of at most this many multiply-adds take the compiled kernel, by limb count:
+faster there (measured on a quiet 2-core machine, best of 7: at two limbs the kernel's
+7.7 ns a multiply-add beats the splitting up to 17 x 128 x 32, 531 against 831 us, and
+loses at 64 x 64 x 64, 2028 against 1796 us; at three and four limbs, 100 and 137 ns a
+multiply-add, the splitting wins from 16 x 8 x 16 on, 93 against 210 us and 130 against
+276 us, and at 64 x 256 x 256 by 26 and 20 times)."""
 
 
 def slice_bits(inner: int, n: int) -> int:
@@ -62,13 +65,15 @@ def _slices(limbs, exponents, beta, levels, out):
     2^(e_r - (k+1) beta) up to 2^(e_r - k beta) of each limb, summed over the limbs (exact:
     multiples of one ulp of few bits), extracted by S = fl((x + sigma) - sigma)."""
     n, rows, columns = limbs.shape
+    sigma = np.empty(levels)
     for r in range(rows):
+        for k in range(levels):
+            sigma[k] = math.ldexp(1.0, exponents[r] - (k + 1) * beta + 52)
         for c in range(columns):
             for limb in range(n):
                 rest = limbs[limb, r, c]
                 for k in range(levels):
-                    sigma = math.ldexp(1.0, exponents[r] - (k + 1) * beta + 52)
-                    high = (rest + sigma) - sigma
+                    high = (rest + sigma[k]) - sigma[k]
                     rest -= high
                     if limb == 0:
                         out[k, r, c] = high
@@ -97,7 +102,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     both stacked, their products in one GEMM, summed by level."""
     n, rows, inner = a.shape
     columns = b.shape[2]
-    if rows * inner * columns <= KERNEL_WORK:
+    if rows * inner * columns <= KERNEL_WORK[n]:
         return kernels.matmul(a, b)
     b_rows = np.ascontiguousarray(b.transpose(0, 2, 1))
     row_exponents, column_exponents = _exponents(a[0]), _exponents(b_rows[0])
