@@ -22,6 +22,9 @@ from solvers.backends.multifloat.expansions import (
     scratch,
 )
 
+ACCUMULATORS = 4
+"""The running sums of each entry of `_matmul`."""
+
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
 """The operations of `_binary` (one kernel with the operation an argument: kernels closed
 over their operation miss numba's disk cache in every new process)."""
@@ -115,19 +118,43 @@ def _square_root(x, z, width):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _matmul(a, b, z, rows, inner, columns, width):
-    """z = a @ b for limb matrices flattened row-major: a (n, rows * inner), b (n, inner *
-    columns), z (n, rows * columns); each entry a sequence of n-limb multiply-adds."""
+def _matmul(a, bt, z, rows, inner, columns, width):
+    """z = a @ b for limb matrices flattened row-major: a (n, rows * inner), b's transpose
+    bt (n, columns * inner), z (n, rows * columns); each entry a sequence of n-limb
+    multiply-adds into ACCUMULATORS running sums (terms k, k + 4, ... in sum k), which are
+    then added: independent chains the processor overlaps."""
     n = len(width)
     t = scratch(n)[0]
-    w = np.empty((n, 2))  # the running sum and the product
+    w = np.empty((n, ACCUMULATORS + 1))  # the running sums and the product
     for r in range(rows):
         for c in range(columns):
-            w[:, 0] = 0.0
+            w[:, :ACCUMULATORS] = 0.0
             for k in range(inner):
-                mul_at(a, r * inner + k, b, k * columns + c, w, 1, t, width)
-                add_at(w, 0, w, 1, 1.0, w, 0, t, width)
+                sum_ = k % ACCUMULATORS
+                mul_at(a, r * inner + k, bt, c * inner + k, w, ACCUMULATORS, t, width)
+                add_at(w, sum_, w, ACCUMULATORS, 1.0, w, sum_, t, width)
+            for sum_ in range(1, ACCUMULATORS):
+                add_at(w, 0, w, sum_, 1.0, w, 0, t, width)
             z[:, r * columns + c] = w[:, 0]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _matmul_double_word(ah, al, bh, bl, zh, zl):
+    """z = a @ b for two-limb matrices given by their limbs (rows x inner, inner x
+    columns): row r of z accumulates a_rk times row k of b, a loop over the columns that
+    the compiler vectorises (the double-word operations have no branches); each entry is
+    the sequence of its multiply-adds, in order."""
+    rows, inner = ah.shape
+    columns = bh.shape[1]
+    for r in range(rows):
+        for c in range(columns):
+            zh[r, c] = 0.0
+            zl[r, c] = 0.0
+        for k in range(inner):
+            xh, xl = ah[r, k], al[r, k]
+            for c in range(columns):
+                ph, pl = dw._mul(xh, xl, bh[k, c], bl[k, c])
+                zh[r, c], zl[r, c] = dw._add(zh[r, c], zl[r, c], ph, pl)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -187,14 +214,18 @@ def sqrt(x: np.ndarray) -> np.ndarray:
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b for limb matrices a (n, rows, inner) and b (n, inner, columns): each entry's
-    products and sums in n-limb arithmetic, in order (the error of a length-K dot product is
-    within the K multiply-adds' roundings of its terms' magnitudes)."""
+    products and sums in n-limb arithmetic (the error of a length-K dot product is within
+    the K multiply-adds' roundings of its terms' magnitudes)."""
     n, rows, inner = a.shape
     columns = b.shape[2]
     z = np.empty((n, rows, columns))
+    if n == 2:
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        _matmul_double_word(a[0], a[1], b[0], b[1], z[0], z[1])
+        return z
     _matmul(
         np.ascontiguousarray(a).reshape(n, -1),
-        np.ascontiguousarray(b).reshape(n, -1),
+        np.ascontiguousarray(b.transpose(0, 2, 1)).reshape(n, -1),
         z.reshape(n, -1),
         rows,
         inner,

@@ -39,13 +39,14 @@ EXPONENT_REACH = 800
 """Rows or columns whose largest entry reaches 2^800, or stays below 2^-800 (zero ones
 aside), take the multiply-add kernel: every sigma = 2^(e - k beta + 52) stays in
 float64's normal range."""
-KERNEL_WORK = {2: 131072, 3: 1024, 4: 1024}
-"""Products of at most this many multiply-adds take the compiled kernel, by limb count:
-faster there (measured on a quiet 2-core machine, best of 7: at two limbs the kernel's
-7.7 ns a multiply-add beats the splitting up to 17 x 128 x 32, 531 against 831 us, and
-loses at 64 x 64 x 64, 2028 against 1796 us; at three and four limbs, 100 and 137 ns a
-multiply-add, the splitting wins from 16 x 8 x 16 on, 93 against 210 us and 130 against
-276 us, and at 64 x 256 x 256 by 26 and 20 times)."""
+KERNEL_WORK = {2: math.inf, 3: 1024, 4: 1024}
+"""Products of at most this many multiply-adds take the compiled kernel, by limb count,
+where it is faster (measured on a quiet 2-core machine, best of 5 or 7): at two limbs the
+vectorised double-word kernel, 0.83 to 0.95 ns a multiply-add, is never slower than the
+splitting: 17 against 119 us at 17 x 32 x 32, 3.5 against 4.1 ms at 64 x 256 x 256, even
+at 64 x 256 x 704 (10.4 ms both), 61 against 96 ms at 64 x 1024 x 1024; at three and four
+limbs, 100 and 140 ns a multiply-add, the splitting wins from 16 x 8 x 16 on, 93 against
+210 us and 130 against 276 us, and at 64 x 256 x 256 by 26 and 20 times."""
 
 
 def slice_bits(inner: int, n: int) -> int:

@@ -6,6 +6,7 @@ exact value is far smaller."""
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -31,7 +32,7 @@ def test_cancelling_products_are_within_the_bound(n, inner, path, monkeypatch):
     """B's second half of rows is -(1 + 2^-40) times its first, A's columns repeat: every
     entry of A B cancels to about 2^-40 of its terms' magnitudes. The splitting keeps
     BOUND, the multiply-add kernel its K multiplications' and additions' roundings."""
-    work = 0 if path == "splitting" else 10**9
+    work = 0 if path == "splitting" else math.inf
     monkeypatch.setattr(products, "KERNEL_WORK", dict.fromkeys(ex.LIMBS, work))
     rng = np.random.default_rng(n + inner)
     half = _numbers(rng, (inner // 2, 24), n)
