@@ -152,15 +152,11 @@ class MultiFloatBackend(Backend):
         return a
 
     def gelu(self, a: Array) -> Array:
-        """a Phi(a): Phi(a) = 1 - erfc(a / sqrt 2) / 2 for a >= 0, erfc(-a / sqrt 2) / 2
-        below, so neither side cancels (`functions.erfc`)."""
+        """a Phi(a), Phi(a) = erfc(-a / sqrt 2) / 2: the kernel's erfc of a negative
+        argument is 2 - erfc(|.|), so neither side cancels (`elementary.erfc`)."""
         x = self.asarray(a)
-        negative = x.limbs[0] < 0
-        z = x * functions.constant("1/sqrt(2)", self.limbs)
-        z = MultiFloatArray(np.where(negative, -z.limbs, z.limbs))
-        tail = functions.erfc(z) * 0.5
-        phi = MultiFloatArray(np.where(negative, tail.limbs, (1.0 - tail).limbs))
-        return x * phi
+        z = x * -functions.constant("1/sqrt(2)", self.limbs)
+        return x * (functions.erfc(z) * 0.5)
 
     def gelu_tanh(self, a: Array) -> Array:
         """a (1 + tanh(y)) / 2 = a logistic(2 y), y = sqrt(2 / pi) (a + 0.044715 a^3): the
