@@ -141,9 +141,13 @@ def _matmul(a, bt, z, rows, inner, columns, width):
 @numba.njit(cache=True, error_model="numpy")
 def _matmul_double_word(ah, al, bh, bl, zh, zl):
     """z = a @ b for two-limb matrices given by their limbs (rows x inner, inner x
-    columns): row r of z accumulates a_rk times row k of b, a loop over the columns that
-    the compiler vectorises (the double-word operations have no branches); each entry is
-    the sequence of its multiply-adds, in order."""
+    columns), each entry a compensated dot product (Ogita, Rump and Oishi's Dot2 carried
+    to double-word operands): the high parts' products and running sum kept exactly as
+    a float64 sum s plus errors (TwoProd, TwoSum), the errors, the cross products
+    a_h b_l + a_l b_h and the tail summed in float64 in c, z = TwoSum(s, c). Its error
+    is within a few K u^2 sum_k |a_k b_k|, the bound of K double-word multiply-adds. Row r
+    of z accumulates a_rk times row k of b, a loop over the columns without branches
+    that the compiler vectorises."""
     rows, inner = ah.shape
     columns = bh.shape[1]
     for r in range(rows):
@@ -153,8 +157,12 @@ def _matmul_double_word(ah, al, bh, bl, zh, zl):
         for k in range(inner):
             xh, xl = ah[r, k], al[r, k]
             for c in range(columns):
-                ph, pl = dw._mul(xh, xl, bh[k, c], bl[k, c])
-                zh[r, c], zl[r, c] = dw._add(zh[r, c], zl[r, c], ph, pl)
+                p, error = dw.two_prod(xh, bh[k, c])
+                s, carry = dw.two_sum(zh[r, c], p)
+                zh[r, c] = s
+                zl[r, c] += carry + (error + dw.fma(xh, bl[k, c], xl * bh[k, c]))
+        for c in range(columns):
+            zh[r, c], zl[r, c] = dw.two_sum(zh[r, c], zl[r, c])  # c may outgrow s
 
 
 @numba.njit(cache=True, error_model="numpy")

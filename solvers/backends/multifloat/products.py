@@ -42,11 +42,10 @@ float64's normal range."""
 KERNEL_WORK = {2: math.inf, 3: 1024, 4: 1024}
 """Products of at most this many multiply-adds take the compiled kernel, by limb count,
 where it is faster (measured on a quiet 2-core machine, best of 5 or 7): at two limbs the
-vectorised double-word kernel, 0.83 to 0.95 ns a multiply-add, is never slower than the
-splitting: 17 against 119 us at 17 x 32 x 32, 3.5 against 4.1 ms at 64 x 256 x 256, even
-at 64 x 256 x 704 (10.4 ms both), 61 against 96 ms at 64 x 1024 x 1024; at three and four
-limbs, 100 and 140 ns a multiply-add, the splitting wins from 16 x 8 x 16 on, 93 against
-210 us and 130 against 276 us, and at 64 x 256 x 256 by 26 and 20 times."""
+vectorised compensated kernel, 0.39 to 0.46 ns a multiply-add, is never slower than the
+splitting (whose own best is 0.65 ns, at 64 x 256 x 704); at three and four limbs, 100
+and 140 ns a multiply-add, the splitting wins from 16 x 8 x 16 on, 93 against 210 us and
+130 against 276 us, and at 64 x 256 x 256 by 26 and 20 times."""
 
 
 def slice_bits(inner: int, n: int) -> int:
