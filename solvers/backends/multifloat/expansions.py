@@ -151,7 +151,7 @@ def _sort(t, m):
         t[j + 1] = value
 
 
-@numba.njit(cache=True, inline="always", error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def add_at(x, i, y, j, sign, z, k, t, width):
     """z[:, k] = x[:, i] + sign y[:, j] (sign +1 or -1), the limbs merged and
     renormalised; t is scratch of at least n n + 3 n. z may be x or y."""
@@ -163,7 +163,7 @@ def add_at(x, i, y, j, sign, z, k, t, width):
     _renormalise(t, 2 * n, z, k, n)
 
 
-@numba.njit(cache=True, inline="always", error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def add_float_at(x, i, c, z, k, t, width):
     """z[:, k] = x[:, i] + c for a float64 c: c merged into the limbs, renormalised."""
     n = len(width)
@@ -184,7 +184,7 @@ def add_float_at(x, i, c, z, k, t, width):
     _renormalise(t, n + 1, z, k, n)
 
 
-@numba.njit(cache=True, inline="always", error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def mul_at(x, i, y, j, z, k, t, width):
     """z[:, k] = x[:, i] y[:, j]: the products by diagonals, renormalised."""
     n = len(width)
@@ -196,7 +196,7 @@ def mul_at(x, i, y, j, z, k, t, width):
     _renormalise(t, m, z, k, n)
 
 
-@numba.njit(cache=True, inline="always", error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def mul_float_at(x, i, c, z, k, t, width):
     """z[:, k] = x[:, i] c for a float64 c: the n exact products x_a c (TwoProd) in the
     order of their levels, renormalised (no product is dropped)."""
@@ -214,7 +214,7 @@ def mul_float_at(x, i, c, z, k, t, width):
     _renormalise(t, 2 * n, z, k, n)
 
 
-@numba.njit(cache=True, inline="always", error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def div_at(x, i, y, j, z, k, t, r, q, width):
     """z[:, k] = x[:, i] / y[:, j] by long division; r (n, 1) and q (n + 1) are scratch."""
     n = len(width)
