@@ -1,7 +1,10 @@
-"""High precision on a trained network (issue "the reference at the cost real networks
-impose", item 4): the shipped vit-digits (a pre-LN GELU ViT: 17 tokens, d 32, 4 heads,
-3 layers), its first stored input, solve_reference at the default tolerance in float64
-and in arb at 30 digits, in the same run. Target: arb 30 at most 40 times float64.
+"""High precision on a trained network: the shipped vit-digits (a pre-LN GELU ViT: 17
+tokens, d 32, 4 heads, 3 layers), its first stored input, solve_reference in float64 at
+the default tolerance, in float64x3 at tol 1e-30 and in arb at 30 digits (its default
+tolerance, 1e-31), in the same run. Target (issue "high precision at compiled speed"):
+float64x3 at most 150 times float64. arb's ratio is printed as a figure: issue 32's
+target for it (40x) is retired as below the cost of balls (123 s, 874x, when issue 45
+was filed).
 
 The ratio comes from three measured parts, each printed: the field evaluations (arb's tolerance is
 10^-31 where float64's is 1000 u, so it takes more steps and higher columns; in arb
@@ -26,8 +29,10 @@ from solvers import backend, load_model, solve_reference
 from solvers.equation.flow import LayerFlow
 from tests.hf_models import SHIPPED
 
-TARGET_RATIO = 40
-ROUNDS = {"float64": 3, "arb": 1}
+TARGET_RATIO = 150
+"""float64x3 at tol 1e-30 over float64 at its default tolerance."""
+ROUNDS = {"float64": 3, "float64x3": 1, "arb": 1}
+TOLERANCES = {"float64": None, "float64x3": 1e-30, "arb": None}
 runs: dict[str, dict] = {}
 
 
@@ -56,7 +61,7 @@ def problem():
     return model.problem(inputs[0].astype(np.float64))
 
 
-@pytest.mark.parametrize(("name", "digits"), [("float64", None), ("arb", 30)])
+@pytest.mark.parametrize(("name", "digits"), [("float64", None), ("float64x3", None), ("arb", 30)])
 def test_reference_on_vit_digits(benchmark, monkeypatch, problem, name, digits):
     benchmark.group = "reference, vit-digits input 0, default tolerance"
     bk, clock = backend(name, digits), FieldClock()
@@ -65,7 +70,7 @@ def test_reference_on_vit_digits(benchmark, monkeypatch, problem, name, digits):
     def run():
         clock.calls, clock.seconds = 0, 0.0  # the last round's are kept
         start = time.perf_counter()
-        result = solve_reference(problem, backend=bk)
+        result = solve_reference(problem, backend=bk, tol=TOLERANCES[name])
         clock.wall = time.perf_counter() - start
         return result
 
@@ -88,9 +93,9 @@ def test_reference_on_vit_digits(benchmark, monkeypatch, problem, name, digits):
 
 @pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 def test_targets(benchmark):
-    """The ratio arb 30 / float64 and its two factors, from the runs above (the fixture
-    keeps this test under --benchmark-only)."""
-    if set(runs) != {"float64", "arb"}:
+    """The ratios float64x3 / float64 and arb 30 / float64 and their factors, from the runs
+    above (the fixture keeps this test under --benchmark-only)."""
+    if set(runs) != set(ROUNDS):
         pytest.fail("run the whole module with --benchmark-only")
     lines = [
         f"{name}: {run['seconds']:.3g} s, {run['steps']} steps ({run['rejected']} rejected), "
@@ -100,18 +105,25 @@ def test_targets(benchmark):
         f"error {run['error']:.1e}, working precision {run['precision']}"
         for name, run in runs.items()
     ]
-    arb, float64 = runs["arb"], runs["float64"]
-    ratio = arb["seconds"] / float64["seconds"]
+    float64 = runs["float64"]
 
     def outside(run: dict) -> float:
         return max(run["wall"] - run["field"], 1e-9)
 
+    def factors(run: dict) -> str:
+        return (
+            f"field calls {run['calls'] / float64['calls']:.2f}x, seconds a call "
+            f"{(run['field'] / run['calls']) / (float64['field'] / float64['calls']):.1f}x, "
+            f"so the field alone {run['field'] / float64['field']:.0f}x; time outside the "
+            f"field {outside(run) / outside(float64):.0f}x"
+        )
+
+    ratio = runs["float64x3"]["seconds"] / float64["seconds"]
     lines.append(
-        f"arb 30 digits / float64: {ratio:.1f}x (target <= {TARGET_RATIO}x); field calls "
-        f"{arb['calls'] / float64['calls']:.2f}x, seconds a call "
-        f"{(arb['field'] / arb['calls']) / (float64['field'] / float64['calls']):.1f}x, so the "
-        f"field alone {arb['field'] / float64['field']:.0f}x; time outside the field "
-        f"{outside(arb) / outside(float64):.0f}x"
+        f"float64x3 at 1e-30 / float64: {ratio:.1f}x (target <= {TARGET_RATIO}x); "
+        + factors(runs["float64x3"])
     )
+    arb_ratio = runs["arb"]["seconds"] / float64["seconds"]
+    lines.append(f"arb 30 digits / float64: {arb_ratio:.1f}x (a figure); " + factors(runs["arb"]))
     print("\n" + "\n".join(lines))
     assert ratio <= TARGET_RATIO, lines
