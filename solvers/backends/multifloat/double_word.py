@@ -21,7 +21,7 @@ the square root):
   with the residual in double-word: a few u^2 (measured as above).
 
 Every result is renormalised (|z_l| <= ulp(z_h) / 2). These are the scalar kernels; the
-array kernels of `expansions` run them elementwise over limb arrays. Valid for finite
+column operations of `expansions` run them on limb arrays. Valid for finite
 operands whose results neither overflow nor fall into float64's subnormal range (where
 the low limb loses its digits); a zero divisor gives inf or nan as float64 does.
 """

@@ -1,7 +1,10 @@
 """Floating-point expansions of n float64 limbs, x = x_0 + x_1 + ... + x_{n-1}, normalised
 so that each limb is at most half an ulp of the one before (|x_{k+1}| <= ulp(x_k) / 2):
 about 53 n bits, 32, 48 and 64 decimal digits at n = 2, 3 and 4 (docs/rounding.md
-section 6). Compiled kernels (numba) over limb arrays of shape (n, size).
+section 6). The column operations here (`add_at`, `add_float_at`, `mul_at`,
+`mul_float_at`, `div_at`: one number, a column of a limb array (n, size), from others)
+are what the array kernels (`kernels`) and the elementary functions (`elementary`) are
+written in; the limb count reaches them as the length of a tuple (`WIDTHS`).
 
 Two limbs use the double-word algorithms with proven bounds (`double_word`). Three and
 four use the expansion algorithms of Joldes, Marty, Muller and Popescu ("Arithmetic
