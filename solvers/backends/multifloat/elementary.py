@@ -35,6 +35,7 @@ from solvers.backends.multifloat.expansions import (
     mul_at,
     mul_float_at,
     scratch,
+    set_float_at,
 )
 
 TABLE_BITS = 10
@@ -107,8 +108,7 @@ def exp(x, z, width, minus_one, c0, rest, inverse, table):
             _exp_at(x, i, w, 0, minus_one, c0, rest, inverse, table, t, width)
             z[:, i] = w[:, 0]
         else:
-            z[:, i] = 0.0
-            z[0, i] = _exp_edge(head, minus_one)
+            set_float_at(z, i, _exp_edge(head, minus_one))
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -122,8 +122,7 @@ def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, 
     for i in range(size):
         head = x[0, i]
         if np.isnan(head):
-            z[:, i] = 0.0
-            z[0, i] = np.nan
+            set_float_at(z, i, np.nan)
             continue
         sign = -1.0 if head < 0 else 1.0
         w[:, 0] = sign * x[:, i]  # |x|
@@ -141,8 +140,7 @@ def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, 
         else:
             w[:, 1] = w[:, 0]  # the fraction z + (1/2) / (z + (2/2) / (z + ...))
             for k in range(depth, 0, -1):
-                w[:, 2] = 0.0
-                w[0, 2] = k / 2.0
+                set_float_at(w, 2, k / 2.0)
                 div_at(w, 2, w, 1, w, 1, t, r, q, width)
                 add_at(w, 1, w, 0, 1.0, w, 1, t, width)
             mul_at(w, 1, root_pi, 0, w, 1, t, width)
@@ -168,8 +166,7 @@ def logistic(x, z, width, c0, rest, inverse, table):
     for i in range(size):
         head = x[0, i]
         if np.isnan(head):
-            z[:, i] = 0.0
-            z[0, i] = np.nan
+            set_float_at(z, i, np.nan)
             continue
         sign = -1.0 if head < 0 else 1.0
         w[:, 0] = -sign * x[:, i]  # -|x|
@@ -179,8 +176,7 @@ def logistic(x, z, width, c0, rest, inverse, table):
             w[:, 1] = 0.0
         add_float_at(w, 1, 1.0, w, 4, t, width)  # 1 + e^-|x|
         if sign > 0:
-            w[:, 1] = 0.0
-            w[0, 1] = 1.0
+            set_float_at(w, 1, 1.0)
         div_at(w, 1, w, 4, w, 1, t, r, q, width)
         z[:, i] = w[:, 1]
 
@@ -194,16 +190,14 @@ def tanh(x, z, width, c0, rest, inverse, table):
     for i in range(size):
         head = x[0, i]
         if np.isnan(head):
-            z[:, i] = 0.0
-            z[0, i] = np.nan
+            set_float_at(z, i, np.nan)
             continue
         sign = -1.0 if head < 0 else 1.0
         w[:, 0] = (-2.0 * sign) * x[:, i]  # -2 |x|, exact
         if w[0, 0] > EXP_LOW:
             _exp_at(w, 0, w, 1, True, c0, rest, inverse, table, t, width)
         else:
-            w[:, 1] = 0.0
-            w[0, 1] = -1.0
+            set_float_at(w, 1, -1.0)
         add_float_at(w, 1, 2.0, w, 4, t, width)
         div_at(w, 1, w, 4, w, 1, t, r, q, width)
         z[:, i] = (-sign) * w[:, 1]

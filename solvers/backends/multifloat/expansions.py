@@ -227,6 +227,13 @@ def div_at(x, i, y, j, z, k, t, r, q, width):
     _divide(x, i, y, j, z, k, n, t, r, q)
 
 
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def set_float_at(z, k, value):
+    """z[:, k] = the float64 value (inf and nan too): its leading limb, zeros after it."""
+    z[:, k] = 0.0
+    z[0, k] = value
+
+
 @numba.njit(cache=True, error_model="numpy")
 def scratch(n):
     """The scratch arrays of the column operations: t, r and q."""

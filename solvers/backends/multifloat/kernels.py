@@ -20,6 +20,7 @@ from solvers.backends.multifloat.expansions import (
     mul_at,
     mul_float_at,
     scratch,
+    set_float_at,
 )
 
 ACCUMULATORS = 4
@@ -44,14 +45,12 @@ def _float_result(operation, a, b):
 @numba.njit(cache=True, error_model="numpy")
 def _non_finite(operation, x, sx, y, sy, z):
     """Where an operand or a result is not finite, the float64 result of the leading limbs
-    (inf, -inf or nan, as float64 gives them) and zero limbs after it: the error-free
-    transformations turn inf into nan."""
+    (inf, -inf or nan, as float64 gives them; y is the other operand's leading limbs) and
+    zero limbs after it: the error-free transformations turn inf into nan."""
     n, size = z.shape
     for i in range(size):
         if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
-            z[0, i] = _float_result(operation, x[0, i * sx], y[0, i * sy])
-            for k in range(1, n):
-                z[k, i] = 0.0
+            set_float_at(z, i, _float_result(operation, x[0, i * sx], y[i * sy]))
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -66,7 +65,7 @@ def _binary(operation, x, sx, y, sy, z, width):
             div_at(x, i * sx, y, i * sy, z, i, t, r, q, width)
         else:
             add_at(x, i * sx, y, i * sy, 1.0 if operation == ADD else -1.0, z, i, t, width)
-    _non_finite(operation, x, sx, y, sy, z)
+    _non_finite(operation, x, sx, y[0], sy, z)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -79,12 +78,7 @@ def _binary_float(operation, x, sx, c, sc, z, width):
         else:
             value = c[i * sc] if operation == ADD else -c[i * sc]
             add_float_at(x, i * sx, value, z, i, t, width)
-    n = z.shape[0]
-    for i in range(z.shape[1]):
-        if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
-            z[0, i] = _float_result(operation, x[0, i * sx], c[i * sc])
-            for k in range(1, n):
-                z[k, i] = 0.0
+    _non_finite(operation, x, sx, c, sc, z)
 
 
 @numba.njit(cache=True, error_model="numpy")
