@@ -22,7 +22,7 @@ from solvers.backends.multifloat import expansions as ex
 from solvers.backends.multifloat.array import MultiFloatArray, limbs_of
 from solvers.errors import InvalidInputError
 
-OPERATION_BOUND = {2: 4.0, 3: 1.0, 4: 1.0}
+OPERATION_BOUND = {2: 4.0, 3: 4.0, 4: 4.0}
 """The largest relative error of one arithmetic operation, in u^n = 2^(-53 n)
 (docs/rounding.md section 6): the unit roundoff the rounding models count with."""
 

@@ -53,7 +53,7 @@ ERFC_ZERO = 27.3
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _exp_at(x, i, w, k, minus_one, c0, rest, inverse, table, t, width):
+def _exp_at(x, i, w, k, minus_one, c0, rest, inverse, table, width):
     """w[:, k] = e^(x[:, i]) (or e^x - 1 if minus_one) for x_0 inside (EXP_LOW, EXP_HIGH);
     w[:, k + 1] and w[:, k + 2] are scratch. The reduction and series of the module's
     docstring."""
@@ -63,27 +63,27 @@ def _exp_at(x, i, w, k, minus_one, c0, rest, inverse, table, t, width):
     quotient = np.rint(count / steps)
     j = int(count - quotient * steps) + steps // 2
     r, p, s = k + 1, k + 2, k
-    add_float_at(x, i, -count * c0, w, r, t, width)
-    mul_float_at(rest, 0, count, w, p, t, width)
-    add_at(w, r, w, p, -1.0, w, r, t, width)
+    add_float_at(x, i, -count * c0, w, r, width)
+    mul_float_at(rest, 0, count, w, p, width)
+    add_at(w, r, w, p, -1.0, w, r, width)
     terms = inverse.shape[1] - 1
     w[:, p] = inverse[:, terms]
     for term in range(terms - 1, 1, -1):
-        mul_at(w, p, w, r, w, p, t, width)
-        add_at(w, p, inverse, term, 1.0, w, p, t, width)
-    mul_at(w, p, w, r, w, p, t, width)
-    mul_at(w, p, w, r, w, p, t, width)
-    add_at(w, p, w, r, 1.0, w, p, t, width)  # p = e^r - 1 = r + r^2 (1/2 + r (1/6 + ...))
-    mul_at(table, j, w, p, w, s, t, width)
-    add_at(w, s, w, p, 1.0, w, s, t, width)
-    add_at(w, s, table, j, 1.0, w, s, t, width)  # s = d_j + p + d_j p
+        mul_at(w, p, w, r, w, p, width)
+        add_at(w, p, inverse, term, 1.0, w, p, width)
+    mul_at(w, p, w, r, w, p, width)
+    mul_at(w, p, w, r, w, p, width)
+    add_at(w, p, w, r, 1.0, w, p, width)  # p = e^r - 1 = r + r^2 (1/2 + r (1/6 + ...))
+    mul_at(table, j, w, p, w, s, width)
+    add_at(w, s, w, p, 1.0, w, s, width)
+    add_at(w, s, table, j, 1.0, w, s, width)  # s = d_j + p + d_j p
     if minus_one and quotient == 0.0:
         return
-    add_float_at(w, s, 1.0, w, s, t, width)
+    add_float_at(w, s, 1.0, w, s, width)
     for limb in range(n):
         w[limb, s] = math.ldexp(w[limb, s], int(quotient))
     if minus_one:
-        add_float_at(w, s, -1.0, w, s, t, width)
+        add_float_at(w, s, -1.0, w, s, width)
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
@@ -100,12 +100,11 @@ def _exp_edge(head, minus_one):
 def exp(x, z, width, minus_one, c0, rest, inverse, table):
     """z = e^x (or e^x - 1) elementwise over limb arrays (n, size)."""
     n, size = len(width), z.shape[1]
-    t = scratch(n)[0]
     w = np.empty((n, 3))
     for i in range(size):
         head = x[0, i]
         if head > EXP_LOW and head < EXP_HIGH:
-            _exp_at(x, i, w, 0, minus_one, c0, rest, inverse, table, t, width)
+            _exp_at(x, i, w, 0, minus_one, c0, rest, inverse, table, width)
             z[:, i] = w[:, 0]
         else:
             set_float_at(z, i, _exp_edge(head, minus_one))
@@ -117,7 +116,7 @@ def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, 
     of the Taylor series about each grid point, with its degree; depth the continued
     fraction's; root_pi sqrt(pi) as limbs (n, 1)."""
     n, size = len(width), z.shape[1]
-    t, r, q = scratch(n)
+    d = scratch(n)
     w = np.empty((n, 6))
     for i in range(size):
         head = x[0, i]
@@ -131,29 +130,29 @@ def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, 
             w[:, 1] = 0.0
         elif magnitude < ERFC_EDGE:
             point = int(np.rint(magnitude * ERFC_GRID))
-            add_float_at(w, 0, -point / ERFC_GRID, w, 0, t, width)  # h = z - z_0, exact
+            add_float_at(w, 0, -point / ERFC_GRID, w, 0, width)  # h = z - z_0, exact
             degree = degrees[point]
             w[:, 1] = coefficients[:, point, degree]
             for k in range(degree - 1, -1, -1):
-                mul_at(w, 1, w, 0, w, 1, t, width)
-                add_at(w, 1, coefficients[:, point, :], k, 1.0, w, 1, t, width)
+                mul_at(w, 1, w, 0, w, 1, width)
+                add_at(w, 1, coefficients[:, point, :], k, 1.0, w, 1, width)
         else:
             w[:, 1] = w[:, 0]  # the fraction z + (1/2) / (z + (2/2) / (z + ...))
             for k in range(depth, 0, -1):
                 set_float_at(w, 2, k / 2.0)
-                div_at(w, 2, w, 1, w, 1, t, r, q, width)
-                add_at(w, 1, w, 0, 1.0, w, 1, t, width)
-            mul_at(w, 1, root_pi, 0, w, 1, t, width)
-            mul_at(w, 0, w, 0, w, 2, t, width)
+                div_at(w, 2, w, 1, w, 1, d, width)
+                add_at(w, 1, w, 0, 1.0, w, 1, width)
+            mul_at(w, 1, root_pi, 0, w, 1, width)
+            mul_at(w, 0, w, 0, w, 2, width)
             w[:, 2] = -w[:, 2]  # -z^2
             if w[0, 2] > EXP_LOW:
-                _exp_at(w, 2, w, 3, False, c0, rest, inverse, table, t, width)
+                _exp_at(w, 2, w, 3, False, c0, rest, inverse, table, width)
             else:
                 w[:, 3] = 0.0
-            div_at(w, 3, w, 1, w, 1, t, r, q, width)
+            div_at(w, 3, w, 1, w, 1, d, width)
         if sign < 0:
             w[:, 1] = -w[:, 1]
-            add_float_at(w, 1, 2.0, w, 1, t, width)
+            add_float_at(w, 1, 2.0, w, 1, width)
         z[:, i] = w[:, 1]
 
 
@@ -161,7 +160,7 @@ def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, 
 def logistic(x, z, width, c0, rest, inverse, table):
     """z = 1 / (1 + e^-x) elementwise, as e^x / (1 + e^x) for x < 0 (no overflow)."""
     n, size = len(width), z.shape[1]
-    t, r, q = scratch(n)
+    d = scratch(n)
     w = np.empty((n, 5))
     for i in range(size):
         head = x[0, i]
@@ -171,13 +170,13 @@ def logistic(x, z, width, c0, rest, inverse, table):
         sign = -1.0 if head < 0 else 1.0
         w[:, 0] = -sign * x[:, i]  # -|x|
         if w[0, 0] > EXP_LOW:
-            _exp_at(w, 0, w, 1, False, c0, rest, inverse, table, t, width)
+            _exp_at(w, 0, w, 1, False, c0, rest, inverse, table, width)
         else:
             w[:, 1] = 0.0
-        add_float_at(w, 1, 1.0, w, 4, t, width)  # 1 + e^-|x|
+        add_float_at(w, 1, 1.0, w, 4, width)  # 1 + e^-|x|
         if sign > 0:
             set_float_at(w, 1, 1.0)
-        div_at(w, 1, w, 4, w, 1, t, r, q, width)
+        div_at(w, 1, w, 4, w, 1, d, width)
         z[:, i] = w[:, 1]
 
 
@@ -185,7 +184,7 @@ def logistic(x, z, width, c0, rest, inverse, table):
 def tanh(x, z, width, c0, rest, inverse, table):
     """z = tanh(x) = -e / (2 + e) with e = expm1(-2 |x|), with x's sign."""
     n, size = len(width), z.shape[1]
-    t, r, q = scratch(n)
+    d = scratch(n)
     w = np.empty((n, 5))
     for i in range(size):
         head = x[0, i]
@@ -195,9 +194,9 @@ def tanh(x, z, width, c0, rest, inverse, table):
         sign = -1.0 if head < 0 else 1.0
         w[:, 0] = (-2.0 * sign) * x[:, i]  # -2 |x|, exact
         if w[0, 0] > EXP_LOW:
-            _exp_at(w, 0, w, 1, True, c0, rest, inverse, table, t, width)
+            _exp_at(w, 0, w, 1, True, c0, rest, inverse, table, width)
         else:
             set_float_at(w, 1, -1.0)
-        add_float_at(w, 1, 2.0, w, 4, t, width)
-        div_at(w, 1, w, 4, w, 1, t, r, q, width)
+        add_float_at(w, 1, 2.0, w, 4, width)
+        div_at(w, 1, w, 4, w, 1, d, width)
         z[:, i] = (-sign) * w[:, 1]

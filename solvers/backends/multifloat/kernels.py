@@ -12,6 +12,7 @@ import numba
 import numpy as np
 
 from solvers.backends.multifloat import double_word as dw
+from solvers.backends.multifloat import networks as nw
 from solvers.backends.multifloat.expansions import (
     WIDTHS,
     add_at,
@@ -22,9 +23,6 @@ from solvers.backends.multifloat.expansions import (
     scratch,
     set_float_at,
 )
-
-ACCUMULATORS = 4
-"""The running sums of each entry of `_matmul`."""
 
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
 """The operations of `_binary` (one kernel with the operation an argument: kernels closed
@@ -57,27 +55,26 @@ def _non_finite(operation, x, sx, y, sy, z):
 def _binary(operation, x, sx, y, sy, z, width):
     """z = x (operation) y elementwise over limb arrays (n, size), x's element i at i sx
     and y's at i sy (a step of 0 repeats one element)."""
-    t, r, q = scratch(len(width))
+    d = scratch(len(width))
     for i in range(z.shape[1]):
         if operation == MUL:
-            mul_at(x, i * sx, y, i * sy, z, i, t, width)
+            mul_at(x, i * sx, y, i * sy, z, i, width)
         elif operation == DIV:
-            div_at(x, i * sx, y, i * sy, z, i, t, r, q, width)
+            div_at(x, i * sx, y, i * sy, z, i, d, width)
         else:
-            add_at(x, i * sx, y, i * sy, 1.0 if operation == ADD else -1.0, z, i, t, width)
+            add_at(x, i * sx, y, i * sy, 1.0 if operation == ADD else -1.0, z, i, width)
     _non_finite(operation, x, sx, y[0], sy, z)
 
 
 @numba.njit(cache=True, error_model="numpy")
 def _binary_float(operation, x, sx, c, sc, z, width):
     """z = x (operation) c elementwise for float64 c (size or 1), ADD, SUB or MUL."""
-    t = scratch(len(width))[0]
     for i in range(z.shape[1]):
         if operation == MUL:
-            mul_float_at(x, i * sx, c[i * sc], z, i, t, width)
+            mul_float_at(x, i * sx, c[i * sc], z, i, width)
         else:
             value = c[i * sc] if operation == ADD else -c[i * sc]
-            add_float_at(x, i * sx, value, z, i, t, width)
+            add_float_at(x, i * sx, value, z, i, width)
     _non_finite(operation, x, sx, c, sc, z)
 
 
@@ -92,7 +89,7 @@ def _square_root(x, z, width):
             else:
                 z[0, i], z[1, i] = np.sqrt(x[0, i]), 0.0
         return
-    t, r, q = scratch(n)
+    d = scratch(n)
     w = np.empty((n, 3))  # s, s^2 and then the correction, 2 s
     for i in range(size):
         if not (x[0, i] > 0.0 and np.isfinite(x[0, i])):
@@ -103,33 +100,44 @@ def _square_root(x, z, width):
         w[:, 0] = 0.0
         w[0, 0] = np.sqrt(x[0, i])
         for _ in range(2):
-            mul_at(w, 0, w, 0, w, 1, t, width)
-            add_at(x, i, w, 1, -1.0, w, 1, t, width)  # x - s^2
-            mul_float_at(w, 0, 2.0, w, 2, t, width)
-            div_at(w, 1, w, 2, w, 1, t, r, q, width)  # (x - s^2) / (2 s)
-            add_at(w, 0, w, 1, 1.0, w, 0, t, width)
+            mul_at(w, 0, w, 0, w, 1, width)
+            add_at(x, i, w, 1, -1.0, w, 1, width)  # x - s^2
+            mul_float_at(w, 0, 2.0, w, 2, width)
+            div_at(w, 1, w, 2, w, 1, d, width)  # (x - s^2) / (2 s)
+            add_at(w, 0, w, 1, 1.0, w, 0, width)
         z[:, i] = w[:, 0]
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _matmul(a, bt, z, rows, inner, columns, width):
-    """z = a @ b for limb matrices flattened row-major: a (n, rows * inner), b's transpose
-    bt (n, columns * inner), z (n, rows * columns); each entry a sequence of n-limb
-    multiply-adds into ACCUMULATORS running sums (terms k, k + 4, ... in sum k), which are
-    then added: independent chains the processor overlaps."""
-    n = len(width)
-    t = scratch(n)[0]
-    w = np.empty((n, ACCUMULATORS + 1))  # the running sums and the product
+def _matmul_networks(a, b, z):
+    """z = a @ b for three- or four-limb matrices given as tuples of their limb planes
+    (rows x inner, inner x columns): row r of z accumulates a_rk times row k of b, an
+    n-limb product and sum (`networks`) per term, in a loop over the columns without
+    branches that the compiler vectorises (separate planes let it see that the limbs do
+    not overlap). Its error is within the bound of K n-limb multiply-adds."""
+    n = len(a)
+    rows, inner = a[0].shape
+    columns = b[0].shape[1]
+    for plane in z:
+        plane[:] = 0.0
     for r in range(rows):
-        for c in range(columns):
-            w[:, :ACCUMULATORS] = 0.0
-            for k in range(inner):
-                sum_ = k % ACCUMULATORS
-                mul_at(a, r * inner + k, bt, c * inner + k, w, ACCUMULATORS, t, width)
-                add_at(w, sum_, w, ACCUMULATORS, 1.0, w, sum_, t, width)
-            for sum_ in range(1, ACCUMULATORS):
-                add_at(w, 0, w, sum_, 1.0, w, 0, t, width)
-            z[:, r * columns + c] = w[:, 0]
+        for k in range(inner):
+            if n == 3:
+                x0, x1, x2 = a[0][r, k], a[1][r, k], a[2][r, k]
+                for c in range(columns):
+                    p0, p1, p2 = nw.mul3(x0, x1, x2, b[0][k, c], b[1][k, c], b[2][k, c])
+                    z[0][r, c], z[1][r, c], z[2][r, c] = nw.add3(
+                        z[0][r, c], z[1][r, c], z[2][r, c], p0, p1, p2
+                    )
+            else:
+                x0, x1, x2, x3 = a[0][r, k], a[1][r, k], a[2][r, k], a[3][r, k]
+                for c in range(columns):
+                    p0, p1, p2, p3 = nw.mul4(
+                        x0, x1, x2, x3, b[0][k, c], b[1][k, c], b[2][k, c], b[3][k, c]
+                    )
+                    z[0][r, c], z[1][r, c], z[2][r, c], z[3][r, c] = nw.add4(
+                        z[0][r, c], z[1][r, c], z[2][r, c], z[3][r, c], p0, p1, p2, p3
+                    )
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -163,12 +171,11 @@ def _matmul_double_word(ah, al, bh, bl, zh, zl):
 def _row_sums(x, z, length, width):
     """z[:, r] = the sum of x[:, r * length : (r + 1) * length] (left to right)."""
     n = len(width)
-    t = scratch(n)[0]
     w = np.empty((n, 1))
     for r in range(z.shape[1]):
         w[:, 0] = 0.0
         for j in range(r * length, (r + 1) * length):
-            add_at(w, 0, x, j, 1.0, w, 0, t, width)
+            add_at(w, 0, x, j, 1.0, w, 0, width)
         z[:, r] = w[:, 0]
 
 
@@ -218,22 +225,13 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b for limb matrices a (n, rows, inner) and b (n, inner, columns): each entry's
     products and sums in n-limb arithmetic (the error of a length-K dot product is within
     the K multiply-adds' roundings of its terms' magnitudes)."""
-    n, rows, inner = a.shape
-    columns = b.shape[2]
-    z = np.empty((n, rows, columns))
+    n, rows = a.shape[:2]
+    z = np.empty((n, rows, b.shape[2]))
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     if n == 2:
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         _matmul_double_word(a[0], a[1], b[0], b[1], z[0], z[1])
-        return z
-    _matmul(
-        np.ascontiguousarray(a).reshape(n, -1),
-        np.ascontiguousarray(b.transpose(0, 2, 1)).reshape(n, -1),
-        z.reshape(n, -1),
-        rows,
-        inner,
-        columns,
-        WIDTHS[n],
-    )
+    else:
+        _matmul_networks(tuple(a), tuple(b), tuple(z))
     return z
 
 

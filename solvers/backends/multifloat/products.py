@@ -20,7 +20,7 @@ All slices of a factor come out of one compiled pass, and all their products out
 GEMM of the stacked slices (the pairs with p + q >= L are computed and not used: one
 BLAS call costs less than L (L + 1) / 2 small ones). Small products (KERNEL_WORK) and
 factors whose rows reach 2^800 or fall below 2^-800 (EXPONENT_REACH, where sigma would
-overflow or underflow) go to the compiled multiply-add kernel (`expansions.matmul`).
+overflow or underflow) go to the compiled multiply-add kernels (`kernels.matmul`).
 """
 
 from __future__ import annotations
@@ -39,13 +39,15 @@ EXPONENT_REACH = 800
 """Rows or columns whose largest entry reaches 2^800, or stays below 2^-800 (zero ones
 aside), take the multiply-add kernel: every sigma = 2^(e - k beta + 52) stays in
 float64's normal range."""
-KERNEL_WORK = {2: math.inf, 3: 1024, 4: 1024}
+KERNEL_WORK = {2: math.inf, 3: 2**20, 4: 2**17}
 """Products of at most this many multiply-adds take the compiled kernel, by limb count,
-where it is faster (measured on a quiet 2-core machine, best of 5 or 7): at two limbs the
+where it is faster (measured on a quiet 2-core machine, best of 5): at two limbs the
 vectorised compensated kernel, 0.39 to 0.46 ns a multiply-add, is never slower than the
-splitting (whose own best is 0.65 ns, at 64 x 256 x 704); at three and four limbs, 100
-and 140 ns a multiply-add, the splitting wins from 16 x 8 x 16 on, 93 against 210 us and
-130 against 276 us, and at 64 x 256 x 256 by 26 and 20 times."""
+splitting (whose own best is 0.65 ns, at 64 x 256 x 704); the vectorised network kernels
+of three and four limbs take 3.7 to 6.7 and 10.4 to 14.8 ns, and the splitting wins from
+64 x 64 x 256 on at three limbs (5.1 against 4.4 ms there, 23 against 48 ms at 64 x 256 x
+704) and from 64 x 64 x 64 at four (2.2 against 2.8 ms; 0.76 against 1.19 ms at 17 x 32 x
+128)."""
 
 
 def slice_bits(inner: int, n: int) -> int:

@@ -70,8 +70,8 @@ BOUNDS = {
     "erfc": {2: 8, 3: 4, 4: 4},
     "tanh": {2: 8, 3: 3, 4: 3},
     "logistic": {2: 4, 3: 2, 4: 2},
-    "sin": {2: 4, 3: 2, 4: 2},
-    "cos": {2: 4, 3: 2, 4: 2},
+    "sin": {2: 4, 3: 3, 4: 3},
+    "cos": {2: 4, 3: 3, 4: 3},
 }
 """Largest relative error in u^n (docs/rounding.md section 6). erfc's grows with z^2:
 exp(-z^2) inherits the rounding of z^2, up to OPERATION_BOUND u^n relatively, as an
