@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from mpmath.libmp import from_float, fzero, mpf_add, to_rational
+from mpmath.libmp import from_man_exp, to_rational
 
 from solvers.backends.base import ball_midpoints
 from solvers.errors import InvalidInputError
@@ -106,15 +106,21 @@ def _decimal(x: Fraction | float) -> str:
 
 
 def mpmath_numbers(limbs: np.ndarray) -> np.ndarray:
-    """The numbers as mpmath.mpf, each exactly its limbs' sum (an object array)."""
-    out = np.empty(limbs.shape[1:], dtype=object)
-    for index in np.ndindex(out.shape):
-        column = limbs[(slice(None), *index)].tolist()
-        if not math.isfinite(column[0]):
-            out[index] = mpmath.mpf(column[0])
+    """The numbers as mpmath.mpf, each exactly its limbs' sum (an object array): each limb
+    is m 2^e with an integer m of at most 53 bits (frexp, scaled exactly), and the sum
+    the integer sum of m 2^(e - e_min) times 2^e_min."""
+    n, shape = limbs.shape[0], limbs.shape[1:]
+    flat = limbs.reshape(n, -1)
+    finite = np.isfinite(flat[0])
+    fractions, exponents = np.frexp(np.where(finite, flat, 0.0))
+    mantissas = np.ldexp(fractions, 53).astype(np.int64).T.tolist()
+    exponents = (exponents - 53).T.tolist()
+    out = np.empty(flat.shape[1], dtype=object)
+    for index, (ms, es) in enumerate(zip(mantissas, exponents, strict=True)):
+        if not finite[index]:
+            out[index] = mpmath.mpf(float(flat[0, index]))
             continue
-        total = fzero
-        for limb in column:
-            total = mpf_add(total, from_float(limb), 0)  # precision 0: exact
-        out[index] = mpmath.mp.make_mpf(total)
-    return out
+        low = min((e for m, e in zip(ms, es, strict=True) if m), default=0)
+        total = sum(m << (e - low) for m, e in zip(ms, es, strict=True) if m)
+        out[index] = mpmath.mp.make_mpf(from_man_exp(total, low))
+    return out.reshape(shape)

@@ -1,6 +1,7 @@
-"""Compiled elementary functions of limb arrays (n, size), one element at a time in n-limb
-column arithmetic (`expansions.add_at` and its siblings), from tables that `functions`
-builds once per limb count (docs/rounding.md section 6):
+"""Compiled elementary functions of limb arrays (n, size) in n-limb column arithmetic
+(`expansions.add_at` and its siblings), each phase over all elements in turn so that the
+series vectorise, from tables that `functions` builds once per limb count
+(docs/rounding.md section 6):
 
 - `exp` and `expm1`: x = N ln 2 / 2^m + r with N = rint(x_0 2^m / ln 2), m = TABLE_BITS;
   r = (x - N c_0) - N c_rest, where c_0 holds ln 2 / 2^m's leading CHUNK_BITS bits (so
@@ -53,40 +54,6 @@ ERFC_ZERO = 27.3
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _exp_at(x, i, w, k, minus_one, c0, rest, inverse, table, width):
-    """w[:, k] = e^(x[:, i]) (or e^x - 1 if minus_one) for x_0 inside (EXP_LOW, EXP_HIGH);
-    w[:, k + 1] and w[:, k + 2] are scratch. The reduction and series of the module's
-    docstring."""
-    n = len(width)
-    steps = table.shape[1] - 1  # 2^m
-    count = np.rint(x[0, i] / c0)
-    quotient = np.rint(count / steps)
-    j = int(count - quotient * steps) + steps // 2
-    r, p, s = k + 1, k + 2, k
-    add_float_at(x, i, -count * c0, w, r, width)
-    mul_float_at(rest, 0, count, w, p, width)
-    add_at(w, r, w, p, -1.0, w, r, width)
-    terms = inverse.shape[1] - 1
-    w[:, p] = inverse[:, terms]
-    for term in range(terms - 1, 1, -1):
-        mul_at(w, p, w, r, w, p, width)
-        add_at(w, p, inverse, term, 1.0, w, p, width)
-    mul_at(w, p, w, r, w, p, width)
-    mul_at(w, p, w, r, w, p, width)
-    add_at(w, p, w, r, 1.0, w, p, width)  # p = e^r - 1 = r + r^2 (1/2 + r (1/6 + ...))
-    mul_at(table, j, w, p, w, s, width)
-    add_at(w, s, w, p, 1.0, w, s, width)
-    add_at(w, s, table, j, 1.0, w, s, width)  # s = d_j + p + d_j p
-    if minus_one and quotient == 0.0:
-        return
-    add_float_at(w, s, 1.0, w, s, width)
-    for limb in range(n):
-        w[limb, s] = math.ldexp(w[limb, s], int(quotient))
-    if minus_one:
-        add_float_at(w, s, -1.0, w, s, width)
-
-
-@numba.njit(cache=True, inline="always", error_model="numpy")
 def _exp_edge(head, minus_one):
     """exp's (or expm1's) float64 value outside (EXP_LOW, EXP_HIGH), or nan."""
     if head >= EXP_HIGH:
@@ -98,105 +65,177 @@ def _exp_edge(head, minus_one):
 
 @numba.njit(cache=True, error_model="numpy")
 def exp(x, z, width, minus_one, c0, rest, inverse, table):
-    """z = e^x (or e^x - 1) elementwise over limb arrays (n, size)."""
+    """z = e^x (or e^x - 1) elementwise over limb arrays (n, size), z not x: the reduction
+    and series of the module's docstring, each phase over all elements in turn, so that
+    the series' loop, the same operations on every element, vectorises."""
     n, size = len(width), z.shape[1]
-    w = np.empty((n, 3))
+    steps = table.shape[1] - 1  # 2^m
+    r = np.empty((n, size))
+    quotients = np.empty(size)
+    rows = np.empty(size, dtype=np.int64)
     for i in range(size):
         head = x[0, i]
-        if head > EXP_LOW and head < EXP_HIGH:
-            _exp_at(x, i, w, 0, minus_one, c0, rest, inverse, table, width)
-            z[:, i] = w[:, 0]
-        else:
+        count = np.rint(head / c0) if head > EXP_LOW and head < EXP_HIGH else 0.0
+        quotient = np.rint(count / steps)
+        quotients[i] = quotient
+        rows[i] = int(count - quotient * steps) + steps // 2
+        add_float_at(x, i, -count * c0, r, i, width)
+        mul_float_at(rest, 0, count, z, i, width)
+        add_at(r, i, z, i, -1.0, r, i, width)
+    terms = inverse.shape[1] - 1
+    for i in range(size):
+        z[:, i] = inverse[:, terms]
+    for term in range(terms - 1, 1, -1):
+        for i in range(size):
+            mul_at(z, i, r, i, z, i, width)
+            add_at(z, i, inverse, term, 1.0, z, i, width)
+    for i in range(size):
+        mul_at(z, i, r, i, z, i, width)
+        mul_at(z, i, r, i, z, i, width)
+        add_at(z, i, r, i, 1.0, z, i, width)  # p = e^r - 1 = r + r^2 (1/2 + r (1/6 + ...))
+    for i in range(size):
+        head, j = x[0, i], rows[i]
+        if not (head > EXP_LOW and head < EXP_HIGH):
             set_float_at(z, i, _exp_edge(head, minus_one))
+            continue
+        mul_at(table, j, z, i, r, i, width)
+        add_at(r, i, z, i, 1.0, r, i, width)
+        add_at(r, i, table, j, 1.0, z, i, width)  # s = d_j + p + d_j p
+        if minus_one and quotients[i] == 0.0:
+            continue
+        add_float_at(z, i, 1.0, z, i, width)
+        for limb in range(n):
+            z[limb, i] = math.ldexp(z[limb, i], int(quotients[i]))
+        if minus_one:
+            add_float_at(z, i, -1.0, z, i, width)
 
 
 @numba.njit(cache=True, error_model="numpy")
 def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, table):
     """z = erfc(x) elementwise over limb arrays (n, size); coefficients (n, points, K + 1)
-    of the Taylor series about each grid point, with its degree; depth the continued
-    fraction's; root_pi sqrt(pi) as limbs (n, 1)."""
+    of the Taylor series about each grid point (zero beyond its degree), with its degree;
+    depth the continued fraction's; root_pi sqrt(pi) as limbs (n, 1). The Taylor series
+    runs phase by phase over all elements below ERFC_EDGE, to the largest degree among
+    them (the higher terms of the others are zero), so that it vectorises; the continued
+    fraction, for the rare |x| >= ERFC_EDGE, one element at a time."""
     n, size = len(width), z.shape[1]
-    d = scratch(n)
-    w = np.empty((n, 6))
+    columns = coefficients.shape[2]
+    series = coefficients.reshape(n, -1)  # point p's term k at p columns + k
+    h = np.zeros((n, size))  # z - z_0 below ERFC_EDGE, 0 elsewhere
+    points = np.zeros(size, dtype=np.int64)
+    top, far = 0, 0
+    for i in range(size):
+        magnitude = abs(x[0, i])
+        if magnitude < ERFC_EDGE:
+            point = int(np.rint(magnitude * ERFC_GRID))
+            points[i] = point
+            top = max(top, degrees[point])
+            sign = -1.0 if x[0, i] < 0 else 1.0
+            for limb in range(n):
+                h[limb, i] = sign * x[limb, i]
+            add_float_at(h, i, -point / ERFC_GRID, h, i, width)  # exact
+        elif magnitude < ERFC_ZERO:
+            far += 1
+    for i in range(size):
+        z[:, i] = series[:, points[i] * columns + top]
+    for k in range(top - 1, -1, -1):
+        for i in range(size):
+            mul_at(z, i, h, i, z, i, width)
+            add_at(z, i, series, points[i] * columns + k, 1.0, z, i, width)
+    if far > 0:
+        _erfc_far(x, z, far, width, depth, root_pi, c0, rest, inverse, table)
     for i in range(size):
         head = x[0, i]
         if np.isnan(head):
             set_float_at(z, i, np.nan)
+        elif abs(head) >= ERFC_ZERO:
+            set_float_at(z, i, 0.0)
+        if head < 0:
+            for limb in range(n):
+                z[limb, i] = -z[limb, i]
+            add_float_at(z, i, 2.0, z, i, width)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _erfc_far(x, z, far, width, depth, root_pi, c0, rest, inverse, table):
+    """z[:, i] = erfc(|x_i|) = e^(-x^2) / (sqrt(pi) F) for the `far` elements with
+    ERFC_EDGE <= |x_i| < ERFC_ZERO, F Laplace's continued fraction z + (1/2) / (z + (2/2) /
+    (z + ...)) of the given depth; e^(-x^2) by `exp` over those elements together."""
+    n, size = len(width), z.shape[1]
+    d = scratch(n)
+    w = np.empty((n, 2))
+    index = np.empty(far, dtype=np.int64)
+    squares = np.empty((n, far))  # -x^2
+    fractions = np.empty((n, far))
+    m = 0
+    for i in range(size):
+        magnitude = abs(x[0, i])
+        if not (magnitude >= ERFC_EDGE and magnitude < ERFC_ZERO):
             continue
-        sign = -1.0 if head < 0 else 1.0
-        w[:, 0] = sign * x[:, i]  # |x|
-        magnitude = w[0, 0]
-        if magnitude >= ERFC_ZERO:
-            w[:, 1] = 0.0
-        elif magnitude < ERFC_EDGE:
-            point = int(np.rint(magnitude * ERFC_GRID))
-            add_float_at(w, 0, -point / ERFC_GRID, w, 0, width)  # h = z - z_0, exact
-            degree = degrees[point]
-            w[:, 1] = coefficients[:, point, degree]
-            for k in range(degree - 1, -1, -1):
-                mul_at(w, 1, w, 0, w, 1, width)
-                add_at(w, 1, coefficients[:, point, :], k, 1.0, w, 1, width)
-        else:
-            w[:, 1] = w[:, 0]  # the fraction z + (1/2) / (z + (2/2) / (z + ...))
-            for k in range(depth, 0, -1):
-                set_float_at(w, 2, k / 2.0)
-                div_at(w, 2, w, 1, w, 1, d, width)
-                add_at(w, 1, w, 0, 1.0, w, 1, width)
-            mul_at(w, 1, root_pi, 0, w, 1, width)
-            mul_at(w, 0, w, 0, w, 2, width)
-            w[:, 2] = -w[:, 2]  # -z^2
-            if w[0, 2] > EXP_LOW:
-                _exp_at(w, 2, w, 3, False, c0, rest, inverse, table, width)
-            else:
-                w[:, 3] = 0.0
-            div_at(w, 3, w, 1, w, 1, d, width)
-        if sign < 0:
-            w[:, 1] = -w[:, 1]
-            add_float_at(w, 1, 2.0, w, 1, width)
-        z[:, i] = w[:, 1]
+        index[m] = i
+        sign = -1.0 if x[0, i] < 0 else 1.0
+        for limb in range(n):
+            w[limb, 0] = sign * x[limb, i]  # |x|
+        w[:, 1] = w[:, 0]
+        for k in range(depth, 0, -1):
+            set_float_at(fractions, m, k / 2.0)
+            div_at(fractions, m, w, 1, w, 1, d, width)
+            add_at(w, 1, w, 0, 1.0, w, 1, width)
+        mul_at(w, 1, root_pi, 0, fractions, m, width)
+        mul_at(w, 0, w, 0, squares, m, width)
+        for limb in range(n):
+            squares[limb, m] = -squares[limb, m]
+        m += 1
+    e = np.empty((n, far))
+    exp(squares, e, width, False, c0, rest, inverse, table)
+    for m in range(far):
+        div_at(e, m, fractions, m, z, index[m], d, width)
 
 
 @numba.njit(cache=True, error_model="numpy")
 def logistic(x, z, width, c0, rest, inverse, table):
-    """z = 1 / (1 + e^-x) elementwise, as e^x / (1 + e^x) for x < 0 (no overflow)."""
+    """z = 1 / (1 + e^-x) elementwise, as e^x / (1 + e^x) for x < 0 (no overflow): e^-|x|
+    by `exp` over all elements, then the quotients."""
     n, size = len(width), z.shape[1]
     d = scratch(n)
-    w = np.empty((n, 5))
+    w = np.empty((n, size))
+    for i in range(size):
+        sign = -1.0 if x[0, i] < 0 else 1.0
+        for limb in range(n):
+            w[limb, i] = -sign * x[limb, i]  # -|x|
+    e = np.empty((n, size))
+    exp(w, e, width, False, c0, rest, inverse, table)
     for i in range(size):
         head = x[0, i]
         if np.isnan(head):
             set_float_at(z, i, np.nan)
             continue
-        sign = -1.0 if head < 0 else 1.0
-        w[:, 0] = -sign * x[:, i]  # -|x|
-        if w[0, 0] > EXP_LOW:
-            _exp_at(w, 0, w, 1, False, c0, rest, inverse, table, width)
-        else:
-            w[:, 1] = 0.0
-        add_float_at(w, 1, 1.0, w, 4, width)  # 1 + e^-|x|
-        if sign > 0:
-            set_float_at(w, 1, 1.0)
-        div_at(w, 1, w, 4, w, 1, d, width)
-        z[:, i] = w[:, 1]
+        add_float_at(e, i, 1.0, w, i, width)  # 1 + e^-|x|
+        if head >= 0:
+            set_float_at(e, i, 1.0)
+        div_at(e, i, w, i, z, i, d, width)
 
 
 @numba.njit(cache=True, error_model="numpy")
 def tanh(x, z, width, c0, rest, inverse, table):
-    """z = tanh(x) = -e / (2 + e) with e = expm1(-2 |x|), with x's sign."""
+    """z = tanh(x) = -e / (2 + e) with e = expm1(-2 |x|) (by `exp` over all elements),
+    with x's sign."""
     n, size = len(width), z.shape[1]
     d = scratch(n)
-    w = np.empty((n, 5))
+    w = np.empty((n, size))
+    for i in range(size):
+        sign = -2.0 if x[0, i] < 0 else 2.0
+        for limb in range(n):
+            w[limb, i] = -sign * x[limb, i]  # -2 |x|, exact
+    e = np.empty((n, size))
+    exp(w, e, width, True, c0, rest, inverse, table)
     for i in range(size):
         head = x[0, i]
         if np.isnan(head):
             set_float_at(z, i, np.nan)
             continue
-        sign = -1.0 if head < 0 else 1.0
-        w[:, 0] = (-2.0 * sign) * x[:, i]  # -2 |x|, exact
-        if w[0, 0] > EXP_LOW:
-            _exp_at(w, 0, w, 1, True, c0, rest, inverse, table, width)
-        else:
-            set_float_at(w, 1, -1.0)
-        add_float_at(w, 1, 2.0, w, 4, width)
-        div_at(w, 1, w, 4, w, 1, d, width)
-        z[:, i] = (-sign) * w[:, 1]
+        add_float_at(e, i, 2.0, w, i, width)
+        div_at(e, i, w, i, z, i, d, width)
+        if head > 0:
+            for limb in range(n):
+                z[limb, i] = -z[limb, i]
