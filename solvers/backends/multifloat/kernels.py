@@ -54,15 +54,28 @@ def _non_finite(operation, x, sx, y, sy, z):
 @numba.njit(cache=True, error_model="numpy")
 def _binary(operation, x, sx, y, sy, z, width):
     """z = x (operation) y elementwise over limb arrays (n, size), x's element i at i sx
-    and y's at i sy (a step of 0 repeats one element)."""
-    d = scratch(len(width))
-    for i in range(z.shape[1]):
-        if operation == MUL:
-            mul_at(x, i * sx, y, i * sy, z, i, width)
-        elif operation == DIV:
+    and y's at i sy (a step of 0 repeats one element). Each operation has its own loop,
+    and equal steps of 1 their own, so that the loops have no branch and vectorise."""
+    size = z.shape[1]
+    if operation == DIV:
+        d = scratch(len(width))
+        for i in range(size):
             div_at(x, i * sx, y, i * sy, z, i, d, width)
+    elif sx == 1 and sy == 1:
+        if operation == MUL:
+            for i in range(size):
+                mul_at(x, i, y, i, z, i, width)
         else:
-            add_at(x, i * sx, y, i * sy, 1.0 if operation == ADD else -1.0, z, i, width)
+            sign = 1.0 if operation == ADD else -1.0
+            for i in range(size):
+                add_at(x, i, y, i, sign, z, i, width)
+    elif operation == MUL:
+        for i in range(size):
+            mul_at(x, i * sx, y, i * sy, z, i, width)
+    else:
+        sign = 1.0 if operation == ADD else -1.0
+        for i in range(size):
+            add_at(x, i * sx, y, i * sy, sign, z, i, width)
     _non_finite(operation, x, sx, y[0], sy, z)
 
 
