@@ -76,7 +76,7 @@ def solve_reference(
     The carried estimate can fall short where the flow stretches the error in directions
     the carried one does not see (docs/schemes.md section 7). With `assess`, the reference
     runs twice: at `tol` (returned as `check`) and at tol / ASSESSMENT_RATIO, in bk where
-    its floor allows, else in the narrowest wider number system that does
+    its floor allows, else in the cheapest wider number system that does
     (solvers.reference.guard_digits.tighter_precision). The states of the tighter run come
     back, and `error[n]` is the larger of that run's carried estimate and the first run's
     plus the distance d_n between the two runs at boundary n. It bounds the tighter run's

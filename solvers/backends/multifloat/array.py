@@ -218,6 +218,22 @@ def _extremum(pick_first: Callable[[np.ndarray], np.ndarray]) -> Callable:
     return apply
 
 
+def _power(n: int, x: object, k: object) -> MultiFloatArray:
+    """x^k for a whole number k (a Python or numpy integer, or an integral float64) by
+    repeated squaring, a reciprocal for k < 0; x^0 is 1 (numpy's 0^0 too). Other exponents
+    are not implemented (TypeError)."""
+    if isinstance(k, MultiFloatArray) or np.ndim(k) != 0 or float(k) != int(k):
+        return NotImplemented
+    base, k = MultiFloatArray(limbs_of(x, n)), int(k)
+    result = MultiFloatArray(aligned(conversion.read(1, n), base.shape).copy())
+    square = base
+    for bit in bin(abs(k))[:1:-1]:
+        if bit == "1":
+            result = result * square
+        square = square * square
+    return 1.0 / result if k < 0 else result
+
+
 def _finite(n: int, x: object) -> np.ndarray:
     return np.all(np.isfinite(limbs_of(x, n)), axis=0)
 
@@ -232,6 +248,7 @@ _UFUNCS: dict[np.ufunc, Callable] = {
     np.absolute: _absolute,
     np.sqrt: lambda n, x: MultiFloatArray(kernels.sqrt(limbs_of(x, n))),
     np.square: lambda n, x: _binary(kernels.MUL)(n, x, x),
+    np.power: _power,
     np.greater: _compare(lambda s: s > 0),
     np.greater_equal: _compare(lambda s: s >= 0),
     np.less: _compare(lambda s: s < 0),

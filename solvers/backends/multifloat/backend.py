@@ -26,6 +26,11 @@ OPERATION_BOUND = {2: 4.0, 3: 4.0, 4: 4.0}
 """The largest relative error of one arithmetic operation, in u^n = 2^(-53 n)
 (docs/rounding.md section 6): the unit roundoff the rounding models count with."""
 
+EVALUATION_COST = {2: 18.0, 3: 141.0, 4: 326.0}
+"""A field evaluation's time relative to float64's by limb count, on the decoder of
+solvers.backends.floats.EVALUATION_COST (29, 223 and 518 ms against 1.6: its matrix
+products, float64 BLAS against the multi-float kernels, set the ratio)."""
+
 GELU_TANH_CUBIC = Fraction(44715, 10**6)
 """0.044715 of GELU's tanh form, exactly as the decimal."""
 
@@ -41,6 +46,7 @@ class MultiFloatBackend(Backend):
         self.limbs = limbs
         self.name = f"float64x{limbs}"
         self.unit_roundoff = OPERATION_BOUND[limbs] * 2.0 ** (-53 * limbs)
+        self.evaluation_cost = EVALUATION_COST[limbs]
 
     def asarray(self, value: object, name: str = "value") -> Array:
         """Multi-floats from numbers, float arrays, decimal strings (a ball "[m +/- r]" gives

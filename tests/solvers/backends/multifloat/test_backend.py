@@ -75,6 +75,31 @@ def test_numpy_code_runs_on_the_arrays():
 
 
 @pytest.mark.parametrize("name", FORMATS)
+def test_whole_powers_are_repeated_products(name):
+    """x ** k for whole k (the dense output's (j / 2)^(k - 1)) against exact Fractions:
+    within k operation bounds relatively, 0 ** 0 = 1, a negative k the reciprocal, and a
+    fractional k refused."""
+    from solvers.backends.multifloat.backend import OPERATION_BOUND
+
+    bk = backend(name)
+    values = [Fraction(7, 3), Fraction(-5, 4), Fraction(0)]
+    x = bk.asarray(np.array([float(v) for v in values]))
+    exact_x = [Fraction(v) for v in bk.portable(x)]
+    for k in (0, 1, 2, 5, 13, -3):
+        got = bk.portable(x**k)
+        for value, base in zip(got, exact_x, strict=True):
+            if base == 0:
+                assert value == (1 if k == 0 else 0) or k < 0
+                continue
+            exact = base**k
+            bound = (abs(k) + 2) * OPERATION_BOUND[bk.limbs] * 2.0 ** (-53 * bk.limbs)
+            assert abs(Fraction(value) - exact) <= bound * abs(exact), (k, float(base))
+    assert bk.portable(bk.asarray(0.0) ** 0)[()] == 1
+    with pytest.raises(TypeError):
+        x**0.5
+
+
+@pytest.mark.parametrize("name", FORMATS)
 @pytest.mark.parametrize("activation", ["gelu", "silu", "gelu-tanh"])
 def test_a_solve_matches_mpmath_at_twice_the_digits(name, activation):
     """Lie, 8 steps per layer, on a pre-LN flow (2 layers, d 8, 2 heads, d_ff 16, 4
