@@ -41,10 +41,12 @@ class Backend(ABC):
     """Whether results carry a rigorous bound of their rounding (ball radii, max_radius)."""
     largest: float = math.inf
     """The largest finite number the system holds (inf: an exponent of arbitrary size)."""
-    evaluation_cost: float | None = None
-    """A fixed format's time for a field evaluation relative to float64's (measured on a
-    matmul-bound decoder, docs/schemes.md section 7): the assessment's tighter run takes
-    the cheapest format that reaches its tolerance. None where the precision varies."""
+    evaluation_cost: tuple[float, float] | None = None
+    """A fixed format's time for a field evaluation, (seconds, seconds a multiply-add): a
+    fixed part (the operations' overhead) and one that grows with the matrix products,
+    fitted on four problems (docs/schemes.md section 7). The assessment's tighter run
+    takes the cheapest format that reaches its tolerance. None where the precision
+    varies."""
     overflows: bool = True
     """Whether exp can overflow at the size of attention scores: a fixed format's exponent
     range is bounded; mpmath's and arb's exponents are arbitrary-precision integers (arb's

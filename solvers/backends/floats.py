@@ -42,17 +42,17 @@ an exact tie."""
 
 
 EVALUATION_COST = {
-    "float16": 5.2,
-    "bfloat16": 2.0,
-    "float32": 0.6,
-    "float64": 1.0,
-    np.dtype(np.longdouble).name: 89.0,
+    "float16": (104e-6, 0.205e-9),
+    "bfloat16": (102e-6, 0.075e-9),
+    "float32": (65e-6, 0.020e-9),
+    "float64": (64e-6, 0.033e-9),
+    np.dtype(np.longdouble).name: (512e-6, 3.30e-9),
 }
-"""A field evaluation's time relative to float64's, by dtype name (long double's is
-float128 or float96 by platform): a Qwen2-like decoder (6
-layers, d 256, 8 heads / 2 key-value heads, d_ff 704, 64 tokens), best of 3 to 20 on the
-2-core machine (1.6 ms in float64; long double, outside BLAS, 142 ms). Multi-floats:
-solvers.backends.multifloat.backend.EVALUATION_COST."""
+"""A field evaluation's time (seconds, seconds a multiply-add) by dtype name (long
+double's is float128 or float96 by platform), fitted to the best of 15 to 20 evaluations
+on the 2-core machine of four problems of 2.3e3 to 4.7e7 multiply-adds (docs/schemes.md
+section 7): long double, outside BLAS, costs 100 times float64 a multiply-add. The
+multi-floats': solvers.backends.multifloat.backend.EVALUATION_COST."""
 
 
 class NativeFloatBackend(Backend):

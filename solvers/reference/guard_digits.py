@@ -23,7 +23,10 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
+
 from solvers.backends import Backend, backend, registered
+from solvers.equation.problem import Problem
 from solvers.errors import InvalidInputError
 from solvers.reference.step_control import (
     MAX_COLUMNS,
@@ -97,7 +100,7 @@ def _within_range(bk: Backend, tol: float | None, tighter_by: float | None) -> b
     if guarded is None or tighter_by is None:
         return guarded is not None
     tighter = guarded[1] / tighter_by
-    return _within_range(tighter_precision(bk, tighter), tighter, None)
+    return _within_range(tighter_precision(bk, tighter, 0), tighter, None)  # bk variable
 
 
 def _guarded(bk: Backend, tol: float | None) -> tuple[Backend, float] | None:
@@ -124,14 +127,29 @@ def _at(bk: Backend, digits: int) -> Backend:
     return bk.widened(digits - bk.digits)
 
 
-def tighter_precision(bk: Backend, tol: float) -> Backend:
+def multiply_adds(problem: Problem) -> int:
+    """The multiply-adds of one field evaluation of the problem's largest layer: every row
+    (token, over the batch) times each of its maps (their entries, biases aside), and each
+    head's scores and values, tokens x (d_k + d_v) a row."""
+    rows, tokens = math.prod(problem.u0.shape[:-1]), problem.tokens
+    most = 0
+    for w in problem.controls.all_layers():
+        maps = sum(np.size(getattr(w, name)) for name in w.map_names if name.startswith("w"))
+        attention = w.heads * tokens * (w.d_k + w.d_v)
+        most = max(most, rows * (maps + attention))
+    return most
+
+
+def tighter_precision(bk: Backend, tol: float, work: int) -> Backend:
     """The number system in which a reference can work to `tol`: bk where it can (a
     variable precision widened by the digits its floor 10^-D / DIGIT_SAFETY needs), else
-    the cheapest (`evaluation_cost`; the narrower of equal cost) registered fixed format
-    of more digits and at least bk's range whose floor of TOLERANCE_FLOOR unit roundoffs
-    is at most `tol`, else mpmath at the digits that floor needs (its guard digits then
-    make it wider than bk). For a float64 problem that is float64x2 where long double
-    also reaches: 18 against 89 float64 evaluations an evaluation on a decoder."""
+    the registered fixed format of more digits and at least bk's range whose floor of
+    TOLERANCE_FLOOR unit roundoffs is at most `tol` and whose field evaluation of `work`
+    multiply-adds (`multiply_adds`) costs least by its `evaluation_cost` (the narrower of
+    equal cost), else mpmath at the digits that floor needs (its guard digits then make it
+    wider than bk). For float64 that is long double on small problems (below about 1e5
+    multiply-adds, where each operation's overhead decides) and float64x2 on larger ones
+    (a fifth of long double's cost a multiply-add)."""
     digits = math.ceil(-math.log10(DIGIT_SAFETY * positive_number("tol", tol)))
     while _floor(digits) > tol:  # the logarithm rounded down
         digits += 1
@@ -147,8 +165,14 @@ def tighter_precision(bk: Backend, tol: float) -> Backend:
         and TOLERANCE_FLOOR * c.unit_roundoff <= tol
     ]
     if reaching:
-        return min(reaching, key=lambda c: (c.evaluation_cost, -c.unit_roundoff))
+        return min(reaching, key=lambda c: (_seconds(c, work), -c.unit_roundoff))
     return backend("mpmath", max(digits, 5))
+
+
+def _seconds(bk: Backend, work: int) -> float:
+    """A fixed format's modelled time for a field evaluation of `work` multiply-adds."""
+    fixed, per_multiply_add = bk.evaluation_cost
+    return fixed + per_multiply_add * work
 
 
 def _variable(bk: Backend) -> bool:

@@ -18,6 +18,7 @@ from solvers.methods.solvable import check_solvable
 from solvers.reference.controller import MAX_STEPS, ReferenceEvent, Work
 from solvers.reference.guard_digits import (
     check_range,
+    multiply_adds,
     reference_precision,
     tighter_precision,
 )
@@ -113,7 +114,7 @@ def solve_reference(
     if not assess:
         return first.solution(bk, real)
     tighter = first.tolerance / ASSESSMENT_RATIO
-    second = run(tighter_precision(bk, tighter), tighter)
+    second = run(tighter_precision(bk, tighter, multiply_adds(problem)), tighter)
     distances = _distances(first.states, first.working, second.states, second.working, real)
     second.errors = [
         max(own, math.nextafter(checked + distance, math.inf))

@@ -26,10 +26,11 @@ OPERATION_BOUND = {2: 4.0, 3: 4.0, 4: 4.0}
 """The largest relative error of one arithmetic operation, in u^n = 2^(-53 n)
 (docs/rounding.md section 6): the unit roundoff the rounding models count with."""
 
-EVALUATION_COST = {2: 18.0, 3: 141.0, 4: 326.0}
-"""A field evaluation's time relative to float64's by limb count, on the decoder of
-solvers.backends.floats.EVALUATION_COST (29, 223 and 518 ms against 1.6: its matrix
-products, float64 BLAS against the multi-float kernels, set the ratio)."""
+EVALUATION_COST = {2: (762e-6, 0.684e-9), 3: (852e-6, 5.60e-9), 4: (947e-6, 13.3e-9)}
+"""A field evaluation's time (seconds, seconds a multiply-add) by limb count, fitted as
+solvers.backends.floats.EVALUATION_COST is: a larger fixed part than a numpy format's
+(each operation a compiled call), and at two limbs a fifth of long double's cost a
+multiply-add."""
 
 GELU_TANH_CUBIC = Fraction(44715, 10**6)
 """0.044715 of GELU's tanh form, exactly as the decimal."""

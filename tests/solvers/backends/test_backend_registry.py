@@ -28,7 +28,7 @@ def copy(monkeypatch):
 def test_a_registered_backend_is_in_the_derived_lists(copy):
     assert copy in registered() and copy in registered(fixed_only=True)
     # a fixed format as wide as float64: a float32 reference may widen into either
-    assert tighter_precision(backend("float32"), 1e-12).unit_roundoff == 2.0**-53
+    assert tighter_precision(backend("float32"), 1e-12, 1000).unit_roundoff == 2.0**-53
 
 
 def test_the_exactness_cases_run_on_a_registered_backend(copy):
