@@ -4,13 +4,12 @@ operations, with no comparison, sort or data-dependent branch, so that a kernel 
 them over an array is straight-line code the compiler can pipeline and vectorise
 (docs/rounding.md section 6).
 
-The networks are Zhang and Aiken's, as MultiFloats.jl (v2.3 and later) runs them: found
-by search and verified with an SMT-based abstraction of floating-point sums ("Automatic
-verification of floating-point accumulation networks", D. K. Zhang and A. Aiken, CAV
-2025), each proven to return a normalised expansion of the sum or product within a
-relative error of a small multiple of u^n (u = 2^-53) for normalised operands whose
-results stay in float64's normal range. A FastTwoSum in them is placed only where the
-verification showed its operands ordered by magnitude.
+The networks are those of D. K. Zhang's MultiFloats.jl, found by search; the method of
+verifying such networks (an SMT-based abstraction of floating-point sums) is Zhang and
+Aiken's ("Automatic verification of floating-point accumulation networks", CAV 2025).
+The error bounds the suite states for them are measured here, not proven: each result a
+normalised expansion within a small multiple of u^n (u = 2^-53) of the exact sum or
+product, for normalised operands whose results stay in float64's normal range.
 
 - addition: the limbs' pairwise TwoSums x_k + y_k, then the partial sums and their errors
   carried down level by level and renormalised by FastTwoSum sweeps.
