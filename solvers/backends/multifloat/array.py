@@ -173,6 +173,8 @@ def _binary(operation: int) -> Callable:
     multiplication take the float64 kernels (`expansions.binary_float`)."""
 
     def apply(n: int, x: object, y: object) -> MultiFloatArray:
+        if isinstance(x, MultiFloatArray) and isinstance(y, MultiFloatArray):
+            return MultiFloatArray(kernels.binary(operation, limbs_of(x, n), limbs_of(y, n)))
         if operation != kernels.DIV:
             c = _float64(y)
             if c is not None:

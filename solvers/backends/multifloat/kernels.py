@@ -210,7 +210,7 @@ def flat(limbs: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
 def binary(operation: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """ADD, SUB, MUL or DIV elementwise over limb arrays x (n, *a) and y (n, *b), their
     element shapes broadcast against each other; a fresh (n, *shape) array."""
-    shape = np.broadcast_shapes(x.shape[1:], y.shape[1:])
+    shape = x.shape[1:] if x.shape == y.shape else np.broadcast_shapes(x.shape[1:], y.shape[1:])
     z = np.empty((x.shape[0], *shape))
     n = x.shape[0]
     _binary(operation, *flat(x, shape), *flat(y, shape), z.reshape(n, -1), WIDTHS[n])
