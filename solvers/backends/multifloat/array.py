@@ -5,7 +5,7 @@ limbs[k] is the k-th limb of every element (docs/rounding.md section 6). Indexin
 slicing, reshapes, transposes, concatenation and the like act on the element axes and
 carry the limb axis along (a negative axis means the same axis of the limbs, a
 non-negative one is shifted past the limb axis); `+ - * /`, negation, absolute value,
-sqrt and comparisons run the compiled kernels of `expansions`. numpy's own functions
+sqrt and comparisons run the compiled kernels of `kernels`. numpy's own functions
 reach these through `__array_ufunc__` and `__array_function__`, so the operators, written
 once for numpy arrays, run on multi-float arrays unchanged. What is not implemented raises
 TypeError rather than passing through float64: a silent conversion would drop every limb
@@ -170,7 +170,7 @@ def _float64(value: object) -> np.ndarray | None:
 
 def _binary(operation: int) -> Callable:
     """The ufunc of an operation: with a float64 operand, addition, subtraction and
-    multiplication take the float64 kernels (`expansions.binary_float`)."""
+    multiplication take the float64 kernels (`kernels.binary_float`)."""
 
     def apply(n: int, x: object, y: object) -> MultiFloatArray:
         if isinstance(x, MultiFloatArray) and isinstance(y, MultiFloatArray):

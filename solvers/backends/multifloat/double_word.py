@@ -1,7 +1,7 @@
 """Double-word arithmetic: a number as the unevaluated sum x = x_h + x_l of two float64
 limbs with |x_l| <= ulp(x_h) / 2, about 32 decimal digits, in compiled kernels (numba)
 built from error-free transformations (docs/rounding.md section 6). The two-limb case
-of the multi-float number systems (float64x2); `expansions` carries three and four.
+of the multi-float number systems (float64x2); `networks` carries three and four.
 
 The algorithms and their proven relative error bounds, u = 2^-53 (Joldes, Muller and
 Popescu, "Tight and rigorous error bounds for basic building blocks of double-word
