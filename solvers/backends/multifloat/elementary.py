@@ -63,6 +63,14 @@ def _exp_edge(head, minus_one):
     return np.nan
 
 
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _scaled_magnitude(x, i, factor, w, k):
+    """w[:, k] = factor |x[:, i]| (exact for a power-of-two factor)."""
+    sign = -factor if x[0, i] < 0 else factor
+    for limb in range(x.shape[0]):
+        w[limb, k] = sign * x[limb, i]
+
+
 @numba.njit(cache=True, error_model="numpy")
 def exp(x, z, width, minus_one, c0, rest, inverse, table):
     """z = e^x (or e^x - 1) elementwise over limb arrays (n, size), z not x: the reduction
@@ -130,9 +138,7 @@ def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, 
             point = int(np.rint(magnitude * ERFC_GRID))
             points[i] = point
             top = max(top, degrees[point])
-            sign = -1.0 if x[0, i] < 0 else 1.0
-            for limb in range(n):
-                h[limb, i] = sign * x[limb, i]
+            _scaled_magnitude(x, i, 1.0, h, i)
             add_float_at(h, i, -point / ERFC_GRID, h, i, width)  # exact
         elif magnitude < ERFC_ZERO:
             far += 1
@@ -173,9 +179,7 @@ def _erfc_far(x, z, far, width, depth, root_pi, c0, rest, inverse, table):
         if not (magnitude >= ERFC_EDGE and magnitude < ERFC_ZERO):
             continue
         index[m] = i
-        sign = -1.0 if x[0, i] < 0 else 1.0
-        for limb in range(n):
-            w[limb, 0] = sign * x[limb, i]  # |x|
+        _scaled_magnitude(x, i, 1.0, w, 0)
         w[:, 1] = w[:, 0]
         for k in range(depth, 0, -1):
             set_float_at(fractions, m, k / 2.0)
@@ -200,9 +204,7 @@ def logistic(x, z, width, c0, rest, inverse, table):
     d = scratch(n)
     w = np.empty((n, size))
     for i in range(size):
-        sign = -1.0 if x[0, i] < 0 else 1.0
-        for limb in range(n):
-            w[limb, i] = -sign * x[limb, i]  # -|x|
+        _scaled_magnitude(x, i, -1.0, w, i)
     e = np.empty((n, size))
     exp(w, e, width, False, c0, rest, inverse, table)
     for i in range(size):
@@ -224,9 +226,7 @@ def tanh(x, z, width, c0, rest, inverse, table):
     d = scratch(n)
     w = np.empty((n, size))
     for i in range(size):
-        sign = -2.0 if x[0, i] < 0 else 2.0
-        for limb in range(n):
-            w[limb, i] = -sign * x[limb, i]  # -2 |x|, exact
+        _scaled_magnitude(x, i, -2.0, w, i)
     e = np.empty((n, size))
     exp(w, e, width, True, c0, rest, inverse, table)
     for i in range(size):
