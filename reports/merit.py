@@ -74,6 +74,18 @@ def order_merit(estimate: OrderEstimate, case: str | None = None) -> Merit:
     return _cased(merit, case)
 
 
+NORM_ROUNDING = 1e-12
+"""A ratio of Euclidean norms of stored float64 weights moves by rounding alone (the order of
+the sums of squares), far below this relative tolerance."""
+
+
+def norm_merit(value: float, case: str | None = None) -> Merit:
+    """A ratio of norms of a network's stored weights (docs/depth.md section 4): it moves
+    by the rounding of the norms only, NORM_ROUNDING relative."""
+    why = "float64 rounding of the weights' norms"
+    return within_merit(value, NORM_ROUNDING * abs(value), why, case)
+
+
 def growth_merit(value: float, case: str | None = None) -> Merit:
     """An error at a floor: a recomputation may reach ERROR_GROWTH times it, no more."""
     return _cased({"rule": "growth", "value": value, "factor": ERROR_GROWTH}, case)

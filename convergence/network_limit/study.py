@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 
@@ -35,10 +34,10 @@ from convergence.network_limit.decisions import Classes, LimitDecisions, classes
 from convergence.network_limit.layers import LayerShare, layer_shares
 from convergence.network_limit.levels import Level, MethodLevels, method_levels, refine
 from convergence.network_limit.rounding import RoundedNetwork, rounded_networks
+from convergence.weights_in_depth import depth_change, weight_increments
 from solvers import Problem, solve_reference
 from solvers.backends import Backend
 from solvers.equation.controls import SmoothControls
-from solvers.equation.weights import LayerWeights
 from solvers.errors import InvalidInputError, UndefinedOperationError
 from solvers.network.model import Model
 from solvers.network.readout import Judged
@@ -98,6 +97,11 @@ class NetworkLimit(Provenance):
     """The network at dt = 1 in each precision asked for, against its float64 solve."""
     depth_change: list[float]
     """||theta_{n+1} - theta_n|| / ||theta_n|| for consecutive layers (all weights)."""
+    weight_increment: float | None
+    """max_n ||theta_{n+1} - theta_n|| / max_n ||theta_n|| (docs/depth.md section 4; None
+    for one layer)."""
+    weight_variation: float | None
+    """sum_n ||theta_{n+1} - theta_n|| / max_n ||theta_n||, the variation over depth."""
     smooth_twin_distance: float
     """Relative distance of the network's final states from its smooth twin's (dt = 1)."""
     smooth_twin_decisions_changed: int | None
@@ -106,18 +110,6 @@ class NetworkLimit(Provenance):
     """Tokens per input (padding included)."""
     real_tokens: int
     """How many tokens of the batch are real (all of them without a mask)."""
-
-
-def depth_change(layers: Sequence[LayerWeights]) -> list[float]:
-    """Relative Frobenius change of all of a layer's weights from one layer to the next."""
-
-    def flat(w: LayerWeights) -> np.ndarray:
-        parts = [getattr(w, name) for name in w.map_names]
-        parts += [np.broadcast_to(v, (w.d_model,)) for v in (*w.norm1, *w.norm2)]
-        return np.concatenate([np.ravel(p) for p in parts])
-
-    vectors = [flat(w) for w in layers]
-    return [float(np.linalg.norm(b - a) / np.linalg.norm(a)) for a, b in pairwise(vectors)]
 
 
 def smooth_twin(model: Model, inputs: np.ndarray, mask: np.ndarray | None = None) -> Problem:
@@ -228,6 +220,7 @@ def network_limit(
             return None
         return int(readout.margins(network, problem.mask, error).uncertain.sum())
 
+    increments = weight_increments(model.layers)
     return NetworkLimit(
         source=model.source,
         steps_per_unit=steps,
@@ -255,6 +248,8 @@ def network_limit(
         layers=(None if limit is None else layer_shares(limit_problem, boundaries, limit, real)),
         rounding=rounded_networks(problem, precisions, network, real, rounding_judge, reach),
         depth_change=depth_change(model.layers),
+        weight_increment=increments.largest,
+        weight_variation=increments.variation,
         smooth_twin_distance=float(np.abs(network - twin)[real].max() / np.abs(twin[real]).max()),
         smooth_twin_decisions_changed=(
             None if own is None else int(np.sum(judge(twin).decisions != own.decisions))

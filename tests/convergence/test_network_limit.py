@@ -9,8 +9,8 @@ import pytest
 
 from convergence.network_limit import ASYMPTOTIC, network_limit
 from convergence.network_limit.levels import Level, method_levels
-from convergence.network_limit.study import depth_change
 from convergence.order import OrderVerdict
+from convergence.weights_in_depth import depth_change
 from solvers import InvalidInputError, LayerWeights, load_model, solve
 from solvers.network.embedding import TokenEmbedding
 from solvers.network.model import Model

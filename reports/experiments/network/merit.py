@@ -16,6 +16,8 @@ allows (reports.merit), so that `tide check` sees every number the section print
 - A network in another precision: its distance from float64 is an error at a rounding
   floor (growth); its loss is uncertain by as much as rounding moved it from float64; its
   decisions changed and accuracy are counts of a deterministic solve: exact.
+- The weights' changes over depth (per layer, the largest increment, the variation) are
+  ratios of norms of the stored weights: exact up to their rounding (reports.merit).
 - The smooth twin's distance is uncertain by the rounding of the two float64 solves.
 - A fitted order keeps its interval; where the asymptotic range starts, how many levels
   refinement added, and a limit check's verdict are exact.
@@ -29,7 +31,14 @@ import numpy as np
 
 from convergence.network_limit import NetworkLimit
 from convergence.network_limit.decisions import Classes
-from reports.merit import Merit, exact_merit, growth_merit, order_merit, within_merit
+from reports.merit import (
+    Merit,
+    exact_merit,
+    growth_merit,
+    norm_merit,
+    order_merit,
+    within_merit,
+)
 from solvers.results.allowances import SOLVE_ALLOWANCE
 
 UNIT_ROUNDOFF = float(np.finfo(np.float64).eps / 2)
@@ -103,6 +112,11 @@ def network_merit(result: NetworkLimit, case: str) -> dict[str, Merit]:
                 )
     if result.network_classes is not None:
         classes("network", result.network_classes)
+    for k, change in enumerate(result.depth_change):
+        merit[f"depth_change.{k}"] = norm_merit(change, case)
+    if result.weight_increment is not None:
+        merit["weight_increment"] = norm_merit(result.weight_increment, case)
+        merit["weight_variation"] = norm_merit(result.weight_variation, case)
     merit["smooth_twin_distance"] = within_merit(
         result.smooth_twin_distance, 2 * rounding(1), "float64 rounding of the two solves", case
     )

@@ -215,6 +215,12 @@ def summary(result: NetworkLimit) -> list[str]:
         check = result.no_limit
         lines.append(f"No limit to measure against: {check.verdict} ({check.reason}).")
     lines += classes_sentences(result)
+    increments = (
+        ""
+        if result.weight_increment is None
+        else f"; largest increment {result.weight_increment:.3g} of the largest layer's "
+        f"weights, variation {result.weight_variation:.3g} over depth (docs/depth.md section 4)"
+    )
     twin = f"; the smooth twin is at relative distance {result.smooth_twin_distance:.3g}"
     if result.smooth_twin_decisions_changed is not None:
         twin += (
@@ -224,6 +230,7 @@ def summary(result: NetworkLimit) -> list[str]:
     lines.append(
         "Depth smoothness, relative change between consecutive layers: "
         + (", ".join(f"{c:.3g}" for c in result.depth_change) or "one layer, none")
+        + increments
         + twin
         + "."
     )

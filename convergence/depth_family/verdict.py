@@ -1,0 +1,48 @@
+"""What a depth family's rates say, in words the numbers support (docs/depth.md
+section 5): the family does not converge, approaches the flow of weights smooth in
+depth, has outputs that converge while its weights do not, or is undecided (and then
+what would decide it)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from convergence.depth_family.rates import FittedRate
+
+
+class FamilyVerdict(StrEnum):
+    SMOOTH = "approaches the flow of weights smooth in depth"
+    AVERAGED = "the outputs converge but the weights do not"
+    DIVERGES = "does not converge"
+    UNDECIDED = "undecided"
+
+
+def family_verdict(family: FittedRate, increments: FittedRate) -> tuple[FamilyVerdict, str]:
+    """The verdict of docs/depth.md section 5 from the family rate (the members' distances
+    from the next deeper member) and the increment rate, with its reason."""
+    if family.stays:
+        return FamilyVerdict.DIVERGES, f"the family distances do not shrink: {family.reason}"
+    if family.shrinks and increments.shrinks:
+        return FamilyVerdict.SMOOTH, (
+            f"the family distances shrink at rate {_rate(family)} and the weight increments "
+            f"at rate {_rate(increments)}, both intervals above 0"
+        )
+    if family.shrinks and increments.stays:
+        return FamilyVerdict.AVERAGED, (
+            f"the family distances shrink at rate {_rate(family)} while the weight "
+            f"increments do not (rate {_rate(increments)}: {increments.reason}): the limit "
+            "is the flow of a depth-averaged field, not of weights theta(t)"
+        )
+    open_ = [
+        f"{name} ({rate.verdict or 'not fitted'}: {rate.reason})"
+        for name, rate in (("the family distances", family), ("the weight increments", increments))
+        if not (rate.shrinks or rate.stays)
+    ]
+    return FamilyVerdict.UNDECIDED, (
+        f"{' and '.join(open_)} neither shrink nor stay: deeper members would decide"
+    )
+
+
+def _rate(rate: FittedRate) -> str:
+    lo, hi = rate.interval
+    return f"{rate.rate:.3g} [{lo:.3g}, {hi:.3g}]"
