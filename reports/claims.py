@@ -54,6 +54,13 @@ class Claim(Enum):
     TRAINED_NEAR_LIMIT = (
         "A trained network is close to its own time-step limit (outputs and decisions)"
     )
+    DEPTH_SMOOTH_FLOW = (
+        "Trained from a smooth initialisation with depth-scaled residuals, a Transformer "
+        "approaches the flow of weights smooth in depth at rate 1 / L"
+    )
+    DEPTH_INDEPENDENT_ROUGH = (
+        "From independent initialisations its weights do not become smooth in depth"
+    )
     LAYER_NORM_CONDITIONING = (
         "Near constant rows the LN projection is ill-conditioned: Lipschitz ~ sigma2 / std"
     )

@@ -62,14 +62,21 @@ def bounded_merit(value: float, low: float, high: float, case: str | None = None
 def order_merit(estimate: OrderEstimate, case: str | None = None) -> Merit:
     """An order estimate: its order, 95% interval and verdict; a recomputation must land in
     the interval widened by ORDER_SLACK with the same verdict."""
-    low, high = estimate.interval
+    return fitted_merit(estimate.order, estimate.interval, estimate.verdict, case)
+
+
+def fitted_merit(
+    value: float, interval: tuple[float, float], verdict: Any, case: str | None = None
+) -> Merit:
+    """A fitted order or rate with its 95% interval and verdict (the rule of order_merit)."""
+    low, high = interval
     merit = {
         "rule": "order",
-        "value": estimate.order,
+        "value": value,
         "low": low,
         "high": high,
         "slack": ORDER_SLACK,
-        "verdict": str(estimate.verdict),
+        "verdict": str(verdict),
     }
     return _cased(merit, case)
 

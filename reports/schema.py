@@ -30,7 +30,8 @@ class Field:
     default: Any = REQUIRED
     help: str = ""
     relative: bool = False
-    """A path relative to the study file's folder: made absolute before `parse` sees it."""
+    """Paths relative to the study file's folder (a string, or an array or table of them):
+    made absolute before `parse` sees them."""
 
 
 def reject(where: str, message: str) -> StudyFileError:

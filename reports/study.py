@@ -104,13 +104,25 @@ def _experiment_list(value: Any, where: str, folder: Path) -> list[ExperimentSpe
         fields = EXPERIMENTS[kind].fields
         rest = {k: v for k, v in entry.items() if k not in ("kind", "name")}
         for key, value in rest.items():
-            if key in fields and fields[key].relative and isinstance(value, str):
-                rest[key] = str(folder / value)
+            if key in fields and fields[key].relative:
+                rest[key] = _relative(value, folder)
         params = table(rest, path, fields)
         if EXPERIMENTS[kind].check is not None:
             params = EXPERIMENTS[kind].check(params, path)
         specs.append(ExperimentSpec(name, kind, params))
     return specs
+
+
+def _relative(value: Any, folder: Path) -> Any:
+    """A relative field's paths made absolute: a string, or the strings of an array or a
+    table (of arrays) of them; anything else is left for the field's parser to reject."""
+    if isinstance(value, str):
+        return str(folder / value)
+    if isinstance(value, list):
+        return [_relative(v, folder) for v in value]
+    if isinstance(value, dict):
+        return {k: _relative(v, folder) for k, v in value.items()}
+    return value
 
 
 def load_study(path: str | Path) -> Study:

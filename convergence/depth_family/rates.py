@@ -42,6 +42,14 @@ class FittedRate:
         """The estimator finds that the sequence does not decrease (NO-LIMIT)."""
         return self.verdict == OrderVerdict.NO_LIMIT
 
+    @property
+    def text(self) -> str:
+        """The rate and its interval, "1.01 [0.98, 1.04]", or "not fitted"."""
+        if self.fitted_by is None:
+            return "not fitted"
+        lo, hi = self.interval
+        return f"{self.rate:.3g} [{lo:.3g}, {hi:.3g}]"
+
     def agrees(self, expected: float, tolerance: float) -> bool:
         """Whether the interval contains `expected` or lies within expected +- tolerance."""
         lo, hi = self.interval

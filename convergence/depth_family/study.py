@@ -116,9 +116,10 @@ def check_family(models: Sequence[Model]) -> list[int]:
     ratios = {b / a for a, b in pairwise(depths)}
     ratio = ratios.pop()
     if ratios or ratio != int(ratio):
+        sources = ", ".join(models[i].source for i in order)
         raise InvalidInputError(
-            f"the depths {depths} do not grow by one constant integer factor (docs/depth.md "
-            "section 3: e.g. 2, 4, 8, 16)"
+            f"the depths {depths} ({sources}) do not grow by one constant integer factor "
+            "(docs/depth.md section 3: e.g. 2, 4, 8, 16)"
         )
     for m in models:
         try:

@@ -24,25 +24,18 @@ def family_verdict(family: FittedRate, increments: FittedRate) -> tuple[FamilyVe
         return FamilyVerdict.DIVERGES, f"the family distances do not shrink: {family.reason}"
     if family.shrinks and increments.shrinks:
         return FamilyVerdict.SMOOTH, (
-            f"the family distances shrink at rate {_rate(family)} and the weight increments "
-            f"at rate {_rate(increments)}, both intervals above 0"
+            f"the family distances shrink at rate {family.text} and the weight increments "
+            f"at rate {increments.text}, both intervals above 0"
         )
     if family.shrinks and increments.stays:
         return FamilyVerdict.AVERAGED, (
-            f"the family distances shrink at rate {_rate(family)} while the weight "
-            f"increments do not (rate {_rate(increments)}: {increments.reason}): the limit "
+            f"the family distances shrink at rate {family.text} while the weight "
+            f"increments do not (rate {increments.text}: {increments.reason}): the limit "
             "is the flow of a depth-averaged field, not of weights theta(t)"
         )
     open_ = [
-        f"{name} ({rate.verdict or 'not fitted'}: {rate.reason})"
-        for name, rate in (("the family distances", family), ("the weight increments", increments))
+        f"the {name} cannot tell ({rate.verdict or 'not fitted'}: {rate.reason})"
+        for name, rate in (("family distances", family), ("weight increments", increments))
         if not (rate.shrinks or rate.stays)
     ]
-    return FamilyVerdict.UNDECIDED, (
-        f"{' and '.join(open_)} neither shrink nor stay: deeper members would decide"
-    )
-
-
-def _rate(rate: FittedRate) -> str:
-    lo, hi = rate.interval
-    return f"{rate.rate:.3g} [{lo:.3g}, {hi:.3g}]"
+    return FamilyVerdict.UNDECIDED, f"{'; '.join(open_)}; deeper members would decide"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from reports.experiments.base import Experiment
 from reports.experiments.claims import CLAIMS
 from reports.experiments.conditioning import CONDITIONING
+from reports.experiments.depth_family.experiment import DEPTH_FAMILY
 from reports.experiments.grid import GRID
 from reports.experiments.invariants import INVARIANTS
 from reports.experiments.limits import LAYER_NORM_LIMIT, TRANSFORMER_LIMIT
@@ -28,6 +29,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         LAYER_NORM_LIMIT,
         TRANSFORMER_LIMIT,
         NETWORK_LIMIT,
+        DEPTH_FAMILY,
         WELL_POSEDNESS,
         CONDITIONING,
         STABILITY,

@@ -115,6 +115,8 @@ def _tide_file(path: Path) -> Model:
         raise InvalidInputError(
             f"{path}: the metadata's architecture is missing or not JSON"
         ) from None
+    if not architecture.get("layers"):
+        raise InvalidInputError(f"{path}: the model has no layers (its architecture lists none)")
     t = Tensors(str(path), arrays)
     layers = []
     for i, spec in enumerate(architecture["layers"]):

@@ -99,6 +99,14 @@ TINY = {
     "vit": {"image": 4, "patch": 2, "d": 8, "steps_per_unit": [4, 8, 16, 32]},
     "cvt": {"sizes": [6, 12, 24], "reference_size": 96},
     "conditioning": {"stds": [1.0, 0.1, 0.01, 0.001], "betas": [1.0, 2.0, 4.0, 8.0]},
+    "depth-family": {
+        "models": {
+            family: [str(SHIPPED / f"depth-max-digit/{family}/L{L}.safetensors") for L in (2, 4, 8)]
+            for family in ("smooth", "independent")
+        },
+        "tokens": str(SHIPPED / "depth-max-digit-tokens.npy"),
+        "labels": str(SHIPPED / "depth-max-digit-labels.npy"),
+    },
     "network-limit": {
         "model": str(SHIPPED / "max-digit.safetensors"),
         "inputs": str(SHIPPED / "max-digit-inputs.npy"),

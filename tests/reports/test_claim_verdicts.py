@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from convergence.depth_family import FamilyVerdict
 from convergence.network_limit.batch import Share, Spread
 from convergence.network_limit.decisions import LimitDecisions
 from convergence.order import OrderVerdict
@@ -52,6 +53,8 @@ RULES = {
     Claim.WELL_POSED: {VERIFIED, REFUTED},
     Claim.TRANSFORMER_NEAR_LIMIT: {VERIFIED, QUALIFIED, REFUTED},
     Claim.TRAINED_NEAR_LIMIT: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.DEPTH_SMOOTH_FLOW: {VERIFIED, QUALIFIED, REFUTED},
+    Claim.DEPTH_INDEPENDENT_ROUGH: {VERIFIED, QUALIFIED, REFUTED},
     Claim.LAYER_NORM_CONDITIONING: {VERIFIED, REFUTED},
     Claim.STEP_SIZE_STABILITY: {VERIFIED, QUALIFIED, REFUTED},
     Claim.VIT_COVERED: {VERIFIED, REFUTED},
@@ -185,6 +188,33 @@ def _grid(good: bool) -> Change:
 
 def _grids(good: bool) -> Change:
     return lambda series: replace(series, grids=[_grid(good)(g) for g in series.grids])
+
+
+def _rate(fitted, verdict: OrderVerdict, rate: tuple[float, float, float]):
+    value, lo, hi = rate
+    return replace(fitted, rate=value, interval=(lo, hi), verdict=verdict)
+
+
+def _family(verdict: FamilyVerdict, rate: tuple[float, float, float]) -> Change:
+    """A depth family with this verdict and family rate (value, low, high)."""
+    fitted = OrderVerdict.NO_LIMIT if verdict == FamilyVerdict.DIVERGES else OrderVerdict.PASS
+    return lambda r: replace(r, verdict=verdict, family_rate=_rate(r.family_rate, fitted, rate))
+
+
+def _undecided(increments: OrderVerdict) -> Change:
+    """An undecided depth family whose increments have this verdict."""
+
+    def change(r):
+        family = replace(r.family_rate, verdict=OrderVerdict.PRE_ASYMPTOTIC)
+        rate = _rate(r.increment_rate, increments, (0.5, 0.4, 0.6))
+        return replace(r, verdict=FamilyVerdict.UNDECIDED, family_rate=family, increment_rate=rate)
+
+    return change
+
+
+def _increments(verdict: OrderVerdict, rate: tuple[float, float, float]) -> Change:
+    """A depth family whose weight increments have this verdict and rate (value, low, high)."""
+    return lambda r: replace(r, increment_rate=_rate(r.increment_rate, verdict, rate))
 
 
 def _defects(defect: float, where: str = "") -> Change:
@@ -331,6 +361,28 @@ SCENARIOS = [
             # a readout that takes no decisions: the outputs alone are judged
             (VERIFIED, _with_limit(CLOSE_TO_OWN_LIMIT / 2, None)),
             (QUALIFIED, _with_limit(2 * CLOSE_TO_OWN_LIMIT, None)),
+        )
+    ),
+    *(
+        on("depth-family", Claim.DEPTH_SMOOTH_FLOW, verdict, _family(found, rate))
+        for verdict, found, rate in (
+            (VERIFIED, FamilyVerdict.SMOOTH, (1.02, 0.95, 1.1)),
+            (VERIFIED, FamilyVerdict.SMOOTH, (0.9, 0.85, 0.95)),  # within 0.2 of 1
+            (QUALIFIED, FamilyVerdict.SMOOTH, (0.5, 0.4, 0.6)),  # smooth, not at rate 1 / L
+            (REFUTED, FamilyVerdict.AVERAGED, (1.0, 0.9, 1.1)),
+            (REFUTED, FamilyVerdict.DIVERGES, (0.0, -0.1, 0.1)),
+        )
+    ),
+    *(  # the family's distances undecided: its weights decide what they can
+        on("depth-family", Claim.DEPTH_SMOOTH_FLOW, verdict, _undecided(found))
+        for verdict, found in ((QUALIFIED, OrderVerdict.PASS), (REFUTED, OrderVerdict.NO_LIMIT))
+    ),
+    *(
+        on("depth-family", Claim.DEPTH_INDEPENDENT_ROUGH, verdict, _increments(found, rate))
+        for verdict, found, rate in (
+            (VERIFIED, OrderVerdict.NO_LIMIT, (0.0, -0.02, 0.02)),
+            (QUALIFIED, OrderVerdict.PASS, (0.5, 0.4, 0.6)),  # continuous, rougher than smooth
+            (REFUTED, OrderVerdict.PASS, (1.0, 0.9, 1.1)),
         )
     ),
     on("well-posedness", Claim.WELL_POSED, VERIFIED, _verdict(CheckVerdict.HOLDS)),

@@ -78,7 +78,12 @@ class Network:
     """A case's model and arrays, read and checked: the initial states, the mask and the
     targets the readout is judged against (labels, or an LM head's own tokens)."""
 
-    def __init__(self, params: dict[str, Any], where: str = "") -> None:
+    def __init__(
+        self, params: dict[str, Any], where: str = "", model: tuple[str, str] | None = None
+    ) -> None:
+        """`model`: (path, key) of the model to read instead of params["model"] (a member
+        of a family, reports.experiments.depth_family)."""
+
         def at(key: str) -> str:
             return f"{where}.{key}" if where else key
 
@@ -90,7 +95,8 @@ class Network:
                 f"{', '.join(given) or 'none'}",
             )
         start = given[0]
-        self.model = self._model(params["model"], at("model"))
+        path, key = (params["model"], at("model")) if model is None else model
+        self.model = self.read_model(path, key)
         array = _read_array(params[start], at(start))
         embedding = self.model.embedding
         if start != "inputs" and (embedding is None or embedding.takes != start):
@@ -115,23 +121,13 @@ class Network:
             )
         self.targets = self._targets(params, start, array, at)
         try:
-            problem = self.model.problem(states, self.mask)
+            self.problem = self.model.problem(states, self.mask)
         except InvalidInputError as exc:  # e.g. a sliding window shorter than the input
             raise reject(at(start), f"{params[start]}: {exc}") from None
-        for method in params["methods"]:
-            try:
-                checked_method(problem, method)
-            except InvalidInputError as exc:
-                raise reject(at("methods"), str(exc)) from None
-        budget, finest = params["max_steps_per_unit"], max(params["steps_per_unit"])
-        if budget is not None and budget < finest:
-            raise reject(
-                at("max_steps_per_unit"),
-                f"must be at least the finest level of steps_per_unit ({finest}), got {budget}",
-            )
 
     @staticmethod
-    def _model(path: str, where: str) -> Model:
+    def read_model(path: str, where: str) -> Model:
+        """The model at `path` (solvers.load_model); its errors name the key `where`."""
         try:
             return load_model(path)
         except InvalidInputError as exc:
@@ -166,12 +162,28 @@ class Network:
 
 
 def check_network(params: dict[str, Any], where: str) -> dict[str, Any]:
-    """Read the files and check them against the model and each other (module docstring)."""
-    Network(params, where)
+    """Read the files and check them against the model and each other, and the methods and
+    the budget against the model (module docstring)."""
+    network = Network(params, where)
+
+    def at(key: str) -> str:
+        return f"{where}.{key}" if where else key
+
+    for method in params["methods"]:
+        try:
+            checked_method(network.problem, method)
+        except InvalidInputError as exc:
+            raise reject(at("methods"), str(exc)) from None
+    budget, finest = params["max_steps_per_unit"], max(params["steps_per_unit"])
+    if budget is not None and budget < finest:
+        raise reject(
+            at("max_steps_per_unit"),
+            f"must be at least the finest level of steps_per_unit ({finest}), got {budget}",
+        )
     return params
 
 
-def _digest(path: str) -> str:
+def digest(path: str) -> str:
     """SHA-256 of a file, or of a folder's files (names and contents, in name order)."""
     sha = hashlib.sha256()
     target = Path(path)
@@ -184,4 +196,4 @@ def _digest(path: str) -> str:
 
 def network_cases(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     files = {key: params[key] for key in FILES if params[key] is not None}
-    return [("network", params | {"sha256": {key: _digest(p) for key, p in files.items()}})]
+    return [("network", params | {"sha256": {key: digest(p) for key, p in files.items()}})]

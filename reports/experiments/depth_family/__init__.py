@@ -1,0 +1,1 @@
+"""The "depth-family" experiment kind (docs/depth.md)."""
