@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import math
 import time
 from pathlib import Path
@@ -212,7 +213,15 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=-1, help="parallel processes (default: cores)")
     args = parser.parse_args()
-    depths = [int(x) for x in args.depths.split(",")]
+    try:
+        depths = sorted({int(x) for x in args.depths.split(",")})
+    except ValueError:
+        parser.error(f"--depths must be comma-separated integers, got {args.depths!r}")
+    ratios = {b / a for a, b in itertools.pairwise(depths)}
+    if depths[0] < 1 or len(depths) < 2 or len(ratios) != 1 or not ratios.pop().is_integer():
+        parser.error(
+            f"--depths must be two or more depths growing by one integer factor, got {depths}"
+        )
     for initialisation in INITIALISATIONS:
         (OUT / NAME / initialisation).mkdir(parents=True, exist_ok=True)
     sequences, labels = _data()
