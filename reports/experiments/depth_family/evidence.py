@@ -1,4 +1,4 @@
-"""What a depth family says about the two claims on depth (docs/depth.md sections 5 and 6),
+"""What a depth family says about the two claims on depth (docs/depth.md sections 5 to 7),
 with the thresholds it is judged against. A family named "smooth" (trained from weights
 smooth in depth) speaks to Claim.DEPTH_SMOOTH_FLOW, one named "independent" (independent
 per-layer initialisations) to Claim.DEPTH_INDEPENDENT_ROUGH; other families have their
@@ -60,8 +60,9 @@ def _smooth(result: DepthFamily) -> Evidence | None:
 def _independent(result: DepthFamily) -> Evidence | None:
     """Verified when the weight increments do not shrink; qualified when they shrink at a
     rate whose interval lies below 1 - RATE_TOLERANCE (the weights become continuous in
-    depth, rougher than smooth); refuted when they shrink at a rate that agrees with 1 or
-    more; no evidence when the increments' fit cannot tell."""
+    depth, rougher than smooth); refuted when they shrink at a rate whose interval reaches
+    it (as samples of a smooth function would); no evidence when the increments' fit
+    cannot tell (docs/depth.md section 7)."""
     rate = result.increment_rate
     if rate.stays:
         found = ClaimVerdict.VERIFIED
