@@ -36,6 +36,8 @@ def _families(value: Any, where: str) -> dict[str, list[str]]:
     families = {}
     for name, members in value.items():
         at = f"{where}.{name}" if name != FAMILY or len(value) > 1 else where
+        if "/" in name:  # a family names its case, "<experiment>/<family>"
+            raise reject(at, f"a family's name must not contain '/', got {name!r}")
         if not isinstance(members, list):
             raise reject(at, f"must be an array of saved networks, got {members!r}")
         if len(members) < 2:
