@@ -8,6 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from convergence.depth_family.rates import FittedRate
+from convergence.order import OrderVerdict
 
 
 class FamilyVerdict(StrEnum):
@@ -33,9 +34,16 @@ def family_verdict(family: FittedRate, increments: FittedRate) -> tuple[FamilyVe
             f"increments do not (rate {increments.text}: {increments.reason}): the limit "
             "is the flow of a depth-averaged field, not of weights theta(t)"
         )
-    open_ = [
+    sequences = (("family distances", family), ("weight increments", increments))
+    open_ = [(name, rate) for name, rate in sequences if not (rate.shrinks or rate.stays)]
+    told = "; ".join(
         f"the {name} cannot tell ({rate.verdict or 'not fitted'}: {rate.reason})"
-        for name, rate in (("family distances", family), ("weight increments", increments))
-        if not (rate.shrinks or rate.stays)
-    ]
-    return FamilyVerdict.UNDECIDED, f"{'; '.join(open_)}; deeper members would decide"
+        for name, rate in open_
+    )
+    at_floor = all(rate.verdict == OrderVerdict.FLOOR for _, rate in open_)
+    decide = (
+        "members above the floor (shallower ones) would decide"
+        if at_floor
+        else "deeper members would decide"
+    )
+    return FamilyVerdict.UNDECIDED, f"{told}; {decide}"

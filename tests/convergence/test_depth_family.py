@@ -142,3 +142,34 @@ def test_inputs_must_match_the_members(u0):
         depth_family(models, [u0])
     with pytest.raises(InvalidInputError, match="horizon"):
         depth_family(models, [u0, u0], horizon=0.0)
+
+
+def _rate(verdict, rate=1.0):
+    from convergence.depth_family import FittedRate
+
+    return FittedRate(
+        rate, (rate - 0.1, rate + 0.1), verdict, "given", [2, 4, 8], "order estimator"
+    )
+
+
+@pytest.mark.parametrize(
+    ("family", "increments", "expected"),
+    [
+        ("NO-LIMIT", "PASS", FamilyVerdict.DIVERGES),
+        ("NO-LIMIT", "NO-LIMIT", FamilyVerdict.DIVERGES),
+        ("PASS", "PASS", FamilyVerdict.SMOOTH),
+        ("PASS", "NO-LIMIT", FamilyVerdict.AVERAGED),
+        ("PRE-ASYMPTOTIC", "PASS", FamilyVerdict.UNDECIDED),
+        ("PASS", "PRE-ASYMPTOTIC", FamilyVerdict.UNDECIDED),
+        ("FLOOR", "NO-LIMIT", FamilyVerdict.UNDECIDED),
+    ],
+)
+def test_the_family_verdict_follows_the_rates(family, increments, expected):
+    """docs/depth.md section 5, in its order; an undecided verdict names what is open."""
+    from convergence.depth_family import family_verdict
+    from convergence.order import OrderVerdict
+
+    verdict, reason = family_verdict(_rate(OrderVerdict(family)), _rate(OrderVerdict(increments)))
+    assert verdict == expected, reason
+    if expected == FamilyVerdict.UNDECIDED:
+        assert "cannot tell" in reason and "would decide" in reason

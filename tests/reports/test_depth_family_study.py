@@ -196,3 +196,47 @@ def test_a_bad_family_is_refused_in_one_line(folder, capsys, models, key, says):
     named = [f for files in models.values() for f in files]
     assert any(f in err for f in named) or "layer" in err, err
     assert not (folder / "never").exists()
+
+
+def test_a_baseline_sees_every_figure_of_a_family(folder, capsys):
+    """`tide baseline save` keeps each member's figures and the rates; an unchanged re-run
+    passes `tide check`, a member whose weights moved by 1% fails it."""
+    base = folder / "baseline-study"
+    base.mkdir()
+    for name in ("inputs.npy", "labels.npy"):
+        (base / name).write_bytes((folder / name).read_bytes())
+    (base / "smooth").mkdir()
+    for L in DEPTHS[:4]:
+        (base / "smooth" / f"L{L}.safetensors").write_bytes(
+            (folder / "smooth" / f"L{L}.safetensors").read_bytes()
+        )
+    study = base / "study.toml"
+    study.write_text(
+        STUDY.format(horizon=HORIZON, models=families_toml({"smooth": paths("smooth", DEPTHS[:4])}))
+    )
+    assert main(["baseline", "save", str(base / "baseline"), str(study)]) == 0
+    figures = json.loads((base / "baseline" / "baseline.json").read_text())["figures"]
+    kept = figures["synthetic families"]
+    for L in DEPTHS[:4]:
+        for name in ("own_flow_distance", "weight_increment", "accuracy", "loss"):
+            assert f"smooth.L{L}.{name}" in kept, (L, name)
+    assert kept["smooth.L2.family_distance"]["rule"] == "within"
+    assert kept["smooth.increment_rate"]["rule"] == "order"
+    assert kept["smooth.verdict"]["rule"] == "exact"
+
+    def check(out: str) -> tuple[int, str]:
+        args = ["check", "--baseline", str(base / "baseline"), str(study), "--out", str(base / out)]
+        return main(args), capsys.readouterr().out
+
+    code, printed = check("same")
+    assert code == 0, printed
+    moved = member(4, "smooth")
+    moved = Model(
+        [dataclasses.replace(w, w1=w.w1 * 1.01) for w in moved.layers], "pre", readout=HEAD
+    )
+    save_model(moved, base / "smooth" / "L4.safetensors")
+    code, printed = check("moved")
+    assert code == 1, printed
+    listed = [line for line in printed.splitlines() if "| smooth | " in line]
+    assert any("smooth.L4.own_flow_distance" in line for line in listed), printed
+    assert any("smooth.L2.family_distance" in line for line in listed), printed

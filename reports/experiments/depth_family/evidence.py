@@ -47,13 +47,18 @@ def _smooth(result: DepthFamily) -> Evidence | None:
     else:
         return None
     distances = ", ".join(_value(m.family_distance) for m in result.members[:-1])
+    agreement = rate.text
+    if rate.fitted_by is not None:
+        agreement += (
+            f" against {EXPECTED_RATE:g} (agreement: its interval contains it or lies within "
+            f"{RATE_TOLERANCE:g} of it)"
+        )
     return Evidence(
         Claim.DEPTH_SMOOTH_FLOW,
         found,
         f"{_family(result)}, verdict {verdict} ({result.reason}); family distances {distances}, "
-        f"family rate {rate.text} against {EXPECTED_RATE:g} (agreement: its interval "
-        f"contains it or lies within {RATE_TOLERANCE:g} of it); weight increments at rate "
-        f"{increments.text} ({increments.verdict}); own-flow rate {result.own_flow_rate.text}",
+        f"family rate {agreement}; weight increments at rate {increments.text} "
+        f"({increments.verdict}); own-flow rate {result.own_flow_rate.text}",
     )
 
 
