@@ -4,10 +4,11 @@ systems they run in (backends/), model readers (io/) and result plumbing (result
 docs/architecture.md section 2 says what each holds and may import.
 
 Public API: backend, LayerWeights, PiecewiseControls, Problem, solve, solve_reference,
-from_torch, load_model, save_model, Model.
+from_torch, load_model, save_model, Model, enclose (certified enclosures).
 """
 
 from solvers.backends import backend
+from solvers.enclosure import Enclosure, enclose
 from solvers.equation.controls import PiecewiseControls
 from solvers.equation.problem import Problem
 from solvers.equation.weights import LayerWeights
@@ -19,6 +20,7 @@ from solvers.reference.solution import ReferenceSolution, solve_reference
 from solvers.solving import solve, solve_layers
 
 __all__ = [
+    "Enclosure",
     "InvalidInputError",
     "LayerWeights",
     "Model",
@@ -28,6 +30,7 @@ __all__ = [
     "TideError",
     "UndefinedOperationError",
     "backend",
+    "enclose",
     "from_torch",
     "load_model",
     "save_model",

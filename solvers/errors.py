@@ -37,3 +37,8 @@ class WideBallsError(NumericalBreakdownError):
     def __init__(self, message: str, radius: float, target: float) -> None:
         super().__init__(message)
         self.radius, self.target = radius, target
+
+
+class OutOfScopeError(TideError):
+    """A method was asked for a problem outside what it can do, for a reason it states
+    (for example an enclosure of a flow with ReLU, whose field is not smooth)."""

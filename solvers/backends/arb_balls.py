@@ -119,6 +119,11 @@ class ArbBackend(Backend):
             guard += math.ceil(math.log2(radius / target)) + MARGIN_BITS
         return result
 
+    def taylor_series(self) -> Backend:
+        from solvers.backends.taylor.backend import TaylorBackend
+
+        return TaylorBackend(self)
+
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         saved = flint.ctx.prec

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from solvers.errors import InvalidInputError
+
 Array = Any
 """A backend array: a numpy float array, or an object array of high-precision numbers."""
 
@@ -78,6 +80,15 @@ class Backend(ABC):
         """This number system with `extra_digits` more decimal digits, where its precision
         varies (mpmath, arb); a fixed format is itself."""
         return self
+
+    def taylor_series(self) -> Backend:
+        """The number system of truncated Taylor series over this one's numbers, in which
+        certified enclosures are computed (docs/enclosures.md section 2): only ball
+        arithmetic bounds every rounding, so only arb has one."""
+        raise InvalidInputError(
+            f"enclosures are computed in arb balls, which bound every rounding; {self!r} "
+            "does not (docs/enclosures.md section 2)"
+        )
 
     def reciprocal_sqrt(self, n: int) -> Array:
         """1 / sqrt(n) for a whole number n, as a number of this system (active): evaluated

@@ -1,0 +1,250 @@
+"""`enclose`: balls that contain the exact solution of a smooth flow at every layer
+boundary (docs/enclosures.md section 4).
+
+One step from the set X = {x : |x - m|_inf <= r} at time t to t + h, on layer n:
+
+1. an a priori box B holding every solution from X on [t, t + h] (bounds.a_priori_box);
+2. the Taylor coefficients u_0 .. u_{K-1} of the solution through the point m, and u_K
+   over ([t, t + h], B), which encloses the Lagrange remainder: component i of u(t + h)
+   is sum_{j<K} u_{i,j} h^j + u_{i,K}(xi_i) h^K for some xi_i in (t, t + h), and the
+   solution at xi_i lies in B;
+3. the spread of X carried by the logarithmic norm mu of the Jacobian on B: every
+   solution from X ends within exp(h mu) r of the one from m (bounds.log_norm_bound).
+
+The new set is the ball sum_{j<K} u_j h^j + u_K h^K + [-1, 1] exp(h mu) r, every
+operation in arb balls, so rounding is bounded with the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import flint
+import numpy as np
+
+from solvers.backends import Array, Backend
+from solvers.backends import backend as number_system
+from solvers.enclosure.bounds import UNIT, a_priori_box, log_norm_bound, union
+from solvers.enclosure.scope import check_scope
+from solvers.enclosure.taylor_flow import field_jacobian, solution_coefficients
+from solvers.equation.flow import LayerFlow
+from solvers.equation.problem import Problem
+from solvers.errors import IntegrationError, InvalidInputError
+
+SAFETY = 0.7
+"""The proposed step is this fraction of the one the point coefficients suggest."""
+GROWTH = 2.0
+"""A step is at most this many times the previous accepted one."""
+REMAINDER_SLACK = 4.0
+"""A step is rejected when its remainder bound exceeds the local tolerance by this factor
+(the proposals aim at the tolerance itself)."""
+MAX_REJECTIONS = 30
+"""Rejected attempts allowed in a row before the enclosure gives up (IntegrationError)."""
+
+_midpoint = np.frompyfunc(lambda x: flint.arb(x.mid()), 1, 1)
+_radius = np.frompyfunc(lambda x: x.rad(), 1, 1)
+
+
+@dataclass(frozen=True)
+class Enclosure:
+    """Balls containing the exact solution at t = 0, 1, ..., t_final (`states`, object
+    arrays of the state's shape); `width[n]` the largest radius at boundary n relative to
+    max(1, max |u|); the work: accepted `steps`, `rejected` attempts, Taylor evaluations
+    of the field (`taylor_evaluations`, each of `order` + 1 coefficients or a Jacobian)
+    and `seconds`; `digits` of arb and the Taylor `order` K."""
+
+    states: list[Array]
+    width: list[float]
+    steps: int
+    rejected: int
+    taylor_evaluations: int
+    order: int
+    digits: int
+    tolerance: float
+    seconds: float
+
+    def contains(self, states: list[Array]) -> list[np.ndarray]:
+        """Per boundary, a boolean array: whether each component of `states` (balls,
+        decimal strings or floats, read at this enclosure's precision) lies in its ball."""
+        arb = number_system("arb", self.digits)
+        inside = np.frompyfunc(lambda ball, x: ball.contains(x), 2, 1)
+        with arb.active():
+            return [
+                np.asarray(inside(ours, arb.asarray(other)), dtype=bool)
+                for ours, other in zip(self.states, states, strict=True)
+            ]
+
+
+def enclose(
+    problem: Problem,
+    backend: Backend | None = None,
+    *,
+    tol: float | None = None,
+    order: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Enclosure:
+    """Enclosures of the exact solution of `problem` at every layer boundary.
+
+    `backend` is arb at the working digits D (backend("arb", 40) by default); `tol` the
+    local truncation allowed per unit time, relative to max(1, |u|) (10^-(D - 5) by
+    default); `order` the Taylor order K (by default about -ln(tol) / 2, Jorba and Zou's
+    choice). Problems outside docs/enclosures.md section 5 (ReLU, post-LN, forcing) raise
+    OutOfScopeError; a step that cannot be validated even when short raises
+    IntegrationError. `progress` receives a line per layer.
+    """
+    started = time.perf_counter()
+    arb = backend if backend is not None else number_system("arb", 40)
+    taylor = arb.taylor_series()
+    check_scope(problem)
+    tol = 10.0 ** -(arb.digits - 5) if tol is None else float(tol)
+    if not 0 < tol < 1:
+        raise InvalidInputError(f"tol must lie in (0, 1), got {tol!r}")
+    order = max(8, math.ceil(-math.log(tol) / 2)) if order is None else int(order)
+    if order < 2:
+        raise InvalidInputError(f"order must be at least 2, got {order!r}")
+    stepper = _Stepper(problem, taylor, tol, order)
+    with taylor.active():
+        state = problem.initial_state(arb)
+        states = [state]
+        ends = [Fraction(n) for n in range(1, math.ceil(problem.t_final))]
+        ends.append(Fraction(problem.t_final))
+        start = Fraction(0)
+        for n, end in enumerate(ends):
+            state = stepper.layer(n, start, end, state)
+            states.append(state)
+            start = end
+            if progress is not None:
+                progress(
+                    f"layer {n}: {stepper.steps} steps, width {_width(state):.3g}, "
+                    f"{time.perf_counter() - started:.1f} s"
+                )
+    return Enclosure(
+        states,
+        [_width(s) for s in states],
+        stepper.steps,
+        stepper.rejected,
+        stepper.evaluations,
+        order,
+        arb.digits,
+        tol,
+        time.perf_counter() - started,
+    )
+
+
+class _Stepper:
+    """The validated steps of one enclosure (see the module docstring)."""
+
+    def __init__(self, problem: Problem, taylor: Backend, tol: float, order: int) -> None:
+        with taylor.active():
+            self.flow = LayerFlow.from_problem(problem, taylor)
+        self.tol, self.order = tol, order
+        self.steps = self.rejected = self.evaluations = 0
+        self.next_step: float | None = None
+
+    def layer(self, n: int, t: Fraction, end: Fraction, state: Array) -> Array:
+        while t < end:
+            state, h = self._step(n, t, end, state)
+            t += h
+        return state
+
+    def _step(self, n: int, t: Fraction, end: Fraction, state: Array) -> tuple[Array, Fraction]:
+        middle = np.asarray(_midpoint(state), dtype=object)
+        spread = union(_radius(state))
+        scale = max(1.0, float(np.max(np.abs(_floats(middle)))))
+        coefficients = solution_coefficients(self.flow, n, _ball(t), middle, self.order)
+        self.evaluations += 1
+        h = self._proposal(coefficients, scale)
+        box = middle + UNIT * spread
+        for _ in range(MAX_REJECTIONS):
+            step = min(Fraction(h), end - t)
+            accepted, excess = self._attempt(n, t, step, middle, box, spread, coefficients, scale)
+            factor = _step_factor(excess, self.order)
+            if accepted is not None:
+                self.steps += 1
+                self.next_step = float(step) * min(GROWTH, factor)
+                return accepted, step
+            self.rejected += 1
+            h = float(step) * min(0.5, factor)
+        raise IntegrationError(
+            f"no step from t = {float(t):.6g} on layer {n} could be validated down to h = "
+            f"{h:.3g} (the a priori box or the remainder failed; docs/enclosures.md section 4)"
+        )
+
+    def _proposal(self, coefficients: list[Array], scale: float) -> float:
+        """h with |u_j| h^j <= tol h scale for j = K - 1 and K (Jorba and Zou), times
+        SAFETY, at most what the last step's remainder allows."""
+        candidates = []
+        for j in (self.order - 1, self.order):
+            size = float(np.max(np.abs(_floats(coefficients[j]))))
+            if size > 0:
+                candidates.append((self.tol * scale / size) ** (1 / (j - 1)))
+        h = SAFETY * min(candidates, default=1.0)
+        if self.next_step is not None:
+            h = min(h, self.next_step)
+        return float(np.float64(h))
+
+    def _attempt(
+        self,
+        n: int,
+        t: Fraction,
+        h: Fraction,
+        middle: Array,
+        box: Array,
+        spread: flint.arb,
+        coefficients: list[Array],
+        scale: float,
+    ) -> tuple[Array | None, float]:
+        """The set at t + h and the remainder bound over the local tolerance (inf where
+        the a priori box failed); None for the set where the step is rejected."""
+        length = _ball(h)
+        step = (UNIT + 1) * (length / 2)  # [0, h]
+        times = _ball(t) + step
+        a_priori = a_priori_box(lambda s, u: self.flow.field(n, s, u), times, box, step)
+        self.evaluations += 1
+        if a_priori is None:
+            return None, math.inf
+        remainder = solution_coefficients(self.flow, n, times, a_priori, self.order)[-1]
+        self.evaluations += 1
+        remainder = remainder * length**self.order
+        allowed = REMAINDER_SLACK * self.tol * float(h) * scale
+        if not all(x.is_finite() for x in np.ravel(remainder)):
+            return None, math.inf
+        excess = (float(np.max(np.abs(_floats(remainder)))) + _max_radius(remainder)) / allowed
+        if excess > 1:
+            return None, excess
+        mu = log_norm_bound(field_jacobian(self.flow, n, times, a_priori))
+        self.evaluations += 1
+        total = coefficients[self.order - 1]
+        for k in range(self.order - 2, -1, -1):
+            total = total * length + coefficients[k]
+        return total + remainder + UNIT * ((mu * length).exp() * spread), excess
+
+
+def _step_factor(excess: float, order: int) -> float:
+    """The next step over this one: the remainder grows like h^(K + 1), so SAFETY
+    excess^(-1 / (K + 1)) aims at the tolerance; a failed a priori box (excess inf) halves
+    the step, a zero remainder lets it grow by GROWTH."""
+    if math.isinf(excess):
+        return 0.5
+    return SAFETY * excess ** (-1 / (order + 1)) if excess > 0 else GROWTH
+
+
+def _ball(x: Fraction) -> flint.arb:
+    return flint.arb(flint.fmpq(x.numerator, x.denominator))
+
+
+def _floats(x: Array) -> np.ndarray:
+    return np.asarray([float(v.mid()) for v in np.ravel(x)])
+
+
+def _max_radius(x: Array) -> float:
+    return max(float(v.rad()) for v in np.ravel(x))
+
+
+def _width(state: Array) -> float:
+    """The largest radius relative to max(1, max |midpoint|)."""
+    return _max_radius(state) / max(1.0, float(np.max(np.abs(_floats(state)))))
