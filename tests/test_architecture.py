@@ -39,7 +39,7 @@ ROOMS = {
     "solvers.methods": _BASE | {"solvers.equation", "solvers.integrators"},
     "solvers.reference": _BASE | {"solvers.equation", "solvers.integrators", "solvers.methods"},
     "solvers.io": _BASE | {"solvers.equation", "solvers.network"},
-    "solvers.enclosure": _BASE | {"solvers.equation"},
+    "solvers.enclosure": _BASE | {"solvers.equation", "solvers.network"},
     "solvers.solving": _BASE | {"solvers.equation", "solvers.methods", "solvers.reference"},
     "properties.claim_check": set(),
     "properties.check_inputs": set(),

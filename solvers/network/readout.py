@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.special
 
-from solvers.backends import backend
+from solvers.backends import Backend, backend
 from solvers.equation.norms import LAYER, NormKind, as_norm_kind
 from solvers.errors import InvalidInputError
 from solvers.validation import finite_array, indices
@@ -56,11 +56,12 @@ class Dense:
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        y = x @ self.weight + self.bias
+    def __call__(self, x: np.ndarray, bk: Backend = FLOAT64) -> np.ndarray:
+        """act(x W + b) in `bk` (active; float64 by default)."""
+        y = bk.affine(x, bk.asarray(self.weight), bk.asarray(self.bias))
         if self.activation == "relu":
-            return np.maximum(y, 0.0)
-        return np.tanh(y) if self.activation == "tanh" else y
+            return bk.relu_(y)
+        return bk.tanh(y) if self.activation == "tanh" else y
 
 
 @dataclass(frozen=True)
@@ -133,21 +134,25 @@ class Readout:
         """How many scores it gives per decision (classes, or the vocabulary's size)."""
         return self.dense[-1].weight.shape[1] if self.dense else None
 
-    def __call__(self, states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-        """The readout of final states of shape (..., N, d), in float64; `mask` (..., N)
-        marks the real tokens (None: all)."""
-        x = np.asarray(states, dtype=np.float64)
+    def __call__(
+        self, states: np.ndarray, mask: np.ndarray | None = None, bk: Backend = FLOAT64
+    ) -> np.ndarray:
+        """The readout of final states of shape (..., N, d), in float64 or in `bk` (active:
+        in arb, balls containing the scores of every state in the state balls); `mask`
+        (..., N) marks the real tokens (None: all)."""
+        x = np.asarray(states, dtype=np.float64) if bk is FLOAT64 else states
         if self.norm is not None:
-            x = self._normalised(x)
+            x = self._normalised(x, bk)
         if self.pool is not None:
-            x = _pooled(x, self.pool, _real(mask, x.shape[:-1]))
+            x = _pooled(x, self.pool, _real(mask, np.shape(x)[:-1]))
         for layer in self.dense:
-            x = layer(x)
+            x = layer(x, bk)
         return x
 
-    def _normalised(self, x: np.ndarray) -> np.ndarray:
+    def _normalised(self, x: np.ndarray, bk: Backend = FLOAT64) -> np.ndarray:
         *parameters, eps = self.norm
-        return self.norm_kind.apply(FLOAT64, x, tuple(parameters), np.float64(eps))
+        numbers = tuple(bk.asarray(p) for p in parameters)
+        return self.norm_kind.apply(bk, x, numbers, bk.asarray(np.float64(eps)))
 
     def decisions(self, states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """argmax of the scores: one decision per input (..., ), or per token (..., N) for
@@ -288,7 +293,7 @@ def _pooled(x: np.ndarray, pool: str, real: np.ndarray) -> np.ndarray:
     if pool == "last":
         last = real.shape[-1] - 1 - np.argmax(real[..., ::-1], axis=-1)
         return np.take_along_axis(x, last[..., None, None], axis=-2)[..., 0, :]
-    return (x * real[..., None]).sum(axis=-2) / real.sum(axis=-1)[..., None]
+    return (x * real[..., None].astype(np.float64)).sum(axis=-2) / real.sum(axis=-1)[..., None]
 
 
 def _cross_entropy(scores: np.ndarray, targets: np.ndarray | None) -> float | None:
