@@ -155,7 +155,7 @@ class MultiFloatBackend(Backend):
         return total
 
     def relu_(self, a: Array) -> Array:
-        a.limbs[:, ~(a.limbs[0] > 0)] = 0.0
+        np.copyto(a.limbs, 0.0, where=~(a.limbs[0] > 0))  # every limb where the head is not > 0
         return a
 
     def gelu(self, a: Array) -> Array:

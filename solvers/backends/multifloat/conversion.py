@@ -108,19 +108,26 @@ def _decimal(x: Fraction | float) -> str:
 def mpmath_numbers(limbs: np.ndarray) -> np.ndarray:
     """The numbers as mpmath.mpf, each exactly its limbs' sum (an object array): each limb
     is m 2^e with an integer m of at most 53 bits (frexp, scaled exactly), and the sum
-    the integer sum of m 2^(e - e_min) times 2^e_min."""
+    the integer sum of m 2^(e - e_min) times 2^e_min, e_min over the nonzero limbs (the
+    exponents and shifts in numpy, only the integer sums in Python)."""
     n, shape = limbs.shape[0], limbs.shape[1:]
     flat = limbs.reshape(n, -1)
     finite = np.isfinite(flat[0])
     fractions, exponents = np.frexp(np.where(finite, flat, 0.0))
-    mantissas = np.ldexp(fractions, 53).astype(np.int64).T.tolist()
-    exponents = (exponents - 53).T.tolist()
+    mantissas = np.ldexp(fractions, 53).astype(np.int64)
+    exponents = exponents - 53
+    nonzero = mantissas != 0
+    low = np.where(nonzero, exponents, np.iinfo(np.int64).max).min(axis=0)
+    low = np.where(nonzero.any(axis=0), low, 0)
+    shifts = np.where(nonzero, exponents - low, 0)
+    make = mpmath.mp.make_mpf
     out = np.empty(flat.shape[1], dtype=object)
-    for index, (ms, es) in enumerate(zip(mantissas, exponents, strict=True)):
-        if not finite[index]:
-            out[index] = mpmath.mpf(float(flat[0, index]))
-            continue
-        low = min((e for m, e in zip(ms, es, strict=True) if m), default=0)
-        total = sum(m << (e - low) for m, e in zip(ms, es, strict=True) if m)
-        out[index] = mpmath.mp.make_mpf(from_man_exp(total, low))
+    rows = zip(mantissas.T.tolist(), shifts.T.tolist(), low.tolist(), strict=True)
+    for index, (ms, ss, e) in enumerate(rows):
+        total = 0
+        for m, shift in zip(ms, ss, strict=True):
+            total += m << shift
+        out[index] = make(from_man_exp(total, e))
+    for index in np.flatnonzero(~finite):
+        out[index] = mpmath.mpf(float(flat[0, index]))
     return out.reshape(shape)

@@ -49,6 +49,10 @@ ERFC_EDGE = 8.0
 """erfc's Taylor tables cover [0, ERFC_EDGE); the continued fraction is used above."""
 ERFC_GRID = 32
 """Grid points per unit of z: |z - z_0| <= 1 / 64."""
+POWER_LOW, POWER_HIGH = -1000, 1023
+"""The range of q whose 2^q `POWERS_OF_TWO` holds (normal numbers)."""
+POWERS_OF_TWO = np.ldexp(1.0, np.arange(POWER_LOW, POWER_HIGH + 1))
+"""2^q for POWER_LOW <= q <= POWER_HIGH, exact."""
 ERFC_ZERO = 27.3
 """erfc(z) underflows float64 above this (erfc(27.3) < 2^-1075)."""
 
@@ -69,6 +73,20 @@ def _scaled_magnitude(x, i, factor, w, k):
     sign = -factor if x[0, i] < 0 else factor
     for limb in range(x.shape[0]):
         w[limb, k] = sign * x[limb, i]
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _scale_by_power_of_two(z, i, q):
+    """z[:, i] *= 2^q by exact products with 2^q from a table (a normal number); for q
+    outside the table (below POWER_LOW a subnormal result, at 1024 the top of the range,
+    2^1024 itself overflowing) each limb is scaled by ldexp itself."""
+    if POWER_LOW <= q <= POWER_HIGH:
+        factor = POWERS_OF_TWO[q - POWER_LOW]
+        for limb in range(z.shape[0]):
+            z[limb, i] *= factor
+    else:
+        for limb in range(z.shape[0]):
+            z[limb, i] = math.ldexp(z[limb, i], q)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -112,8 +130,7 @@ def exp(x, z, width, minus_one, c0, rest, inverse, table):
         if minus_one and quotients[i] == 0.0:
             continue
         add_float_at(z, i, 1.0, z, i, width)
-        for limb in range(n):
-            z[limb, i] = math.ldexp(z[limb, i], int(quotients[i]))
+        _scale_by_power_of_two(z, i, int(quotients[i]))
         if minus_one:
             add_float_at(z, i, -1.0, z, i, width)
 
