@@ -218,6 +218,8 @@ class _Stepper:
             return None, excess
         mu = log_norm_bound(field_jacobian(self.flow, n, times, a_priori))
         self.evaluations += 1
+        if not mu.is_finite():
+            return None, math.inf
         total = coefficients[self.order - 1]
         for k in range(self.order - 2, -1, -1):
             total = total * length + coefficients[k]

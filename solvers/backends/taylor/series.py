@@ -107,13 +107,6 @@ class Series:
     def ndim(self) -> int:
         return self.coefficients[0].ndim
 
-    @property
-    def size(self) -> int:
-        return self.coefficients[0].size
-
-    def __len__(self) -> int:
-        return len(self.coefficients[0])
-
     def map(self, function: Callable[[Any], Any]) -> Series:
         """function applied to every coefficient: a map linear in the array (a reshape, an
         index, a sum along an axis, a product with a constant)."""
