@@ -26,12 +26,14 @@ _contains_interior = np.frompyfunc(lambda outer, inner: outer.contains_interior(
 UNIT = flint.arb(0, 1)
 """The ball [-1, 1]: x + UNIT r widens x by any radius r >= 0 given as a ball."""
 _widen = np.frompyfunc(lambda x, r: x + UNIT * r, 2, 1)
-_radius = np.frompyfunc(lambda x: x.rad(), 1, 1)
 _absolute = np.frompyfunc(abs, 1, 1)
 _union = np.frompyfunc(lambda a, b: a.union(b), 2, 1)
+_radius = np.frompyfunc(lambda x: x.rad(), 1, 1)
 
 
-def a_priori_box(field: Field, times: Array, start: Array, step: Array) -> Array | None:
+def a_priori_box(
+    field: Field, times: Array, start: Array, step: Array, scale: float
+) -> Array | None:
     """A box B with start + [0, h] f(times, B) inside the interior of B, or None.
 
     `times` is the ball of the step's times [t, t + h], `start` the box of initial states
@@ -39,13 +41,12 @@ def a_priori_box(field: Field, times: Array, start: Array, step: Array) -> Array
     solution from a point of X exists on the step and stays in start + [0, h] f(times, B),
     which is returned (the tighter box). Starts from X + [0, h] f(X) and widens the
     candidate until the Picard operator maps it into its interior; None after
-    PICARD_ATTEMPTS (the step is too long)."""
-    scale = max(1.0, float(np.max(np.abs(_midpoints(start)))))
+    PICARD_ATTEMPTS (the step is too long). `scale` is max(1, |x|) over X (for the least
+    widening)."""
     candidate = start + step * field(times, start)
     for _ in range(PICARD_ATTEMPTS):
-        radii = np.asarray(_radius(candidate), dtype=object)
         candidate = np.asarray(
-            _widen(candidate, radii * INFLATION + MINIMUM_RADIUS * scale), dtype=object
+            _widen(candidate, radii(candidate) * INFLATION + MINIMUM_RADIUS * scale), dtype=object
         )
         try:
             image = start + step * field(times, candidate)
@@ -82,5 +83,6 @@ def union(balls: Array) -> flint.arb:
     return total
 
 
-def _midpoints(x: Array) -> np.ndarray:
-    return np.asarray([float(v.mid()) for v in np.ravel(x)])
+def radii(balls: Array) -> np.ndarray:
+    """The balls' radii as exact arb numbers (an object array)."""
+    return np.asarray(_radius(balls), dtype=object)

@@ -28,7 +28,7 @@ import numpy as np
 
 from solvers.backends import Array, Backend
 from solvers.backends import backend as number_system
-from solvers.enclosure.bounds import UNIT, a_priori_box, log_norm_bound, union
+from solvers.enclosure.bounds import UNIT, a_priori_box, log_norm_bound, radii, union
 from solvers.enclosure.scope import check_scope
 from solvers.enclosure.taylor_flow import field_jacobian, solution_coefficients
 from solvers.equation.flow import LayerFlow
@@ -44,9 +44,6 @@ REMAINDER_SLACK = 4.0
 (the proposals aim at the tolerance itself)."""
 MAX_REJECTIONS = 30
 """Rejected attempts allowed in a row before the enclosure gives up (IntegrationError)."""
-
-_midpoint = np.frompyfunc(lambda x: flint.arb(x.mid()), 1, 1)
-_radius = np.frompyfunc(lambda x: x.rad(), 1, 1)
 
 
 @dataclass(frozen=True)
@@ -119,12 +116,12 @@ def enclose(
             start = end
             if progress is not None:
                 progress(
-                    f"layer {n}: {stepper.steps} steps, width {_width(state):.3g}, "
+                    f"layer {n}: {stepper.steps} steps, width {_width(taylor, state):.3g}, "
                     f"{time.perf_counter() - started:.1f} s"
                 )
     return Enclosure(
         states,
-        [_width(s) for s in states],
+        [_width(taylor, s) for s in states],
         stepper.steps,
         stepper.rejected,
         stepper.evaluations,
@@ -141,6 +138,7 @@ class _Stepper:
     def __init__(self, problem: Problem, taylor: Backend, tol: float, order: int) -> None:
         with taylor.active():
             self.flow = LayerFlow.from_problem(problem, taylor)
+        self.bk = taylor
         self.tol, self.order = tol, order
         self.steps = self.rejected = self.evaluations = 0
         self.next_step: float | None = None
@@ -152,9 +150,9 @@ class _Stepper:
         return state
 
     def _step(self, n: int, t: Fraction, end: Fraction, state: Array) -> tuple[Array, Fraction]:
-        middle = np.asarray(_midpoint(state), dtype=object)
-        spread = union(_radius(state))
-        scale = max(1.0, float(np.max(np.abs(_floats(middle)))))
+        middle = self.bk.midpoints(state)
+        spread = union(radii(state))
+        scale = self.bk.error_scale(middle)
         coefficients = solution_coefficients(self.flow, n, _ball(t), middle, self.order)
         self.evaluations += 1
         h = self._proposal(coefficients, scale)
@@ -179,7 +177,7 @@ class _Stepper:
         SAFETY, at most what the last step's remainder allows."""
         candidates = []
         for j in (self.order - 1, self.order):
-            size = float(np.max(np.abs(_floats(coefficients[j]))))
+            size = float(np.max(np.abs(self.bk.to_float64(coefficients[j]))))
             if size > 0:
                 candidates.append((self.tol * scale / size) ** (1 / (j - 1)))
         h = SAFETY * min(candidates, default=1.0)
@@ -203,7 +201,7 @@ class _Stepper:
         length = _ball(h)
         step = (UNIT + 1) * (length / 2)  # [0, h]
         times = _ball(t) + step
-        a_priori = a_priori_box(lambda s, u: self.flow.field(n, s, u), times, box, step)
+        a_priori = a_priori_box(lambda s, u: self.flow.field(n, s, u), times, box, step, scale)
         self.evaluations += 1
         if a_priori is None:
             return None, math.inf
@@ -213,7 +211,8 @@ class _Stepper:
         allowed = REMAINDER_SLACK * self.tol * float(h) * scale
         if not all(x.is_finite() for x in np.ravel(remainder)):
             return None, math.inf
-        excess = (float(np.max(np.abs(_floats(remainder)))) + _max_radius(remainder)) / allowed
+        size = float(np.max(np.abs(self.bk.to_float64(remainder))))
+        excess = (size + self.bk.max_radius(remainder)) / allowed
         if excess > 1:
             return None, excess
         mu = log_norm_bound(field_jacobian(self.flow, n, times, a_priori))
@@ -239,14 +238,6 @@ def _ball(x: Fraction) -> flint.arb:
     return flint.arb(flint.fmpq(x.numerator, x.denominator))
 
 
-def _floats(x: Array) -> np.ndarray:
-    return np.asarray([float(v.mid()) for v in np.ravel(x)])
-
-
-def _max_radius(x: Array) -> float:
-    return max(float(v.rad()) for v in np.ravel(x))
-
-
-def _width(state: Array) -> float:
+def _width(bk: Backend, state: Array) -> float:
     """The largest radius relative to max(1, max |midpoint|)."""
-    return _max_radius(state) / max(1.0, float(np.max(np.abs(_floats(state)))))
+    return bk.max_radius(state) / bk.error_scale(state)

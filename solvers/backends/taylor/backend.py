@@ -113,6 +113,9 @@ class TaylorBackend(Backend):
     def max_radius(self, value: Array) -> float:
         return self.base.max_radius(_first(value))
 
+    def midpoints(self, value: Array) -> Array:
+        return self.base.midpoints(_first(value))
+
     def matmul(self, a: Array, b: Array) -> Array:
         if not isinstance(a, Series) and not isinstance(b, Series):
             return self.base.matmul(a, b)
