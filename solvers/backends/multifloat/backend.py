@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from solvers.backends.base import Array, Backend
-from solvers.backends.multifloat import conversion, functions, kernels, products
+from solvers.backends.multifloat import conversion, functions, kernels, products, rows
 from solvers.backends.multifloat import expansions as ex
 from solvers.backends.multifloat.array import MultiFloatArray, limbs_of
 from solvers.errors import InvalidInputError
@@ -116,6 +116,11 @@ class MultiFloatBackend(Backend):
             out[at] = products.matmul(left[at], right[at])
         return MultiFloatArray(out)
 
+    def affine(self, a: Array, w: Array, b: Array) -> Array:
+        """a @ w + b, the bias added into a fresh array by one kernel call."""
+        product = limbs_of(self.matmul(a, w), self.limbs)
+        return MultiFloatArray(kernels.binary(kernels.ADD, product, self._limbs(b)))
+
     def exp(self, a: Array) -> Array:
         return functions.exp(self.asarray(a))
 
@@ -161,9 +166,7 @@ class MultiFloatBackend(Backend):
     def gelu(self, a: Array) -> Array:
         """a Phi(a), Phi(a) = erfc(-a / sqrt 2) / 2: the kernel's erfc of a negative
         argument is 2 - erfc(|.|), so neither side cancels (`elementary.erfc`)."""
-        x = self.asarray(a)
-        z = x * -functions.constant("1/sqrt(2)", self.limbs)
-        return x * (functions.erfc(z) * 0.5)
+        return functions.gelu(self.asarray(a))
 
     def gelu_tanh(self, a: Array) -> Array:
         """a (1 + tanh(y)) / 2 = a logistic(2 y), y = sqrt(2 / pi) (a + 0.044715 a^3): the
@@ -183,3 +186,52 @@ class MultiFloatBackend(Backend):
         rows = np.moveaxis(limbs, axis, -1)
         sums = kernels.row_sums(rows)[..., None]
         return MultiFloatArray(np.moveaxis(sums, -1, axis))
+
+    def moments(self, a: Array, weights: Array | None = None) -> tuple[Array, Array]:
+        """`Backend.moments` in one compiled call (`rows`) where no weights are given."""
+        if weights is not None:
+            return super().moments(a, weights)
+        return rows.moments(self._own(a))
+
+    def mean_square(self, a: Array, weights: Array | None = None) -> Array:
+        """`Backend.mean_square` in one compiled call (`rows`) where no weights are given."""
+        if weights is not None:
+            return super().mean_square(a, weights)
+        return rows.mean_square(self._own(a))
+
+    def normalise_rows(
+        self, u: Array, mean: Array, variance: Array, eps: Array, gain: Array, bias: Array
+    ) -> Array:
+        """`Backend.normalise_rows` in one compiled call (`rows`) for a scalar eps, the
+        statistics one per row and the gain and bias scalars or of the rows' length."""
+        u = self._own(u)
+        rows_shape, length = (*u.shape[:-1], 1), u.shape[-1]
+        if (
+            np.size(eps) == 1
+            and np.shape(mean) == np.shape(variance) == rows_shape
+            and np.size(gain) in (1, length)
+            and np.size(bias) in (1, length)
+        ):
+            return rows.normalise(u, mean, variance, eps, gain, bias)
+        return super().normalise_rows(u, mean, variance, eps, gain, bias)
+
+    def tangent_rows(
+        self, u: Array, mean: Array, variance: Array, g: Array, weights: Array | None = None
+    ) -> Array:
+        """`Backend.tangent_rows` in one compiled call (`rows`) where no weights are given
+        and g has u's shape."""
+        u = self._own(u)
+        if weights is None and np.shape(g) == u.shape:
+            return rows.tangent(u, mean, variance, g)
+        return super().tangent_rows(u, mean, variance, g, weights)
+
+    def softmax_(self, scores: Array) -> Array:
+        """`Backend.softmax_` (its float64 row maximum the shift) in one compiled call."""
+        return rows.softmax_(scores)
+
+    def _own(self, a: Array) -> MultiFloatArray:
+        """a as a multi-float array of this limb count, not copied when it is one."""
+        if isinstance(a, MultiFloatArray):
+            limbs_of(a, self.limbs)  # the limb count checked
+            return a
+        return self.asarray(a)

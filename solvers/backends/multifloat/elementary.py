@@ -180,6 +180,25 @@ def erfc(x, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, 
 
 
 @numba.njit(cache=True, error_model="numpy")
+def gelu(x, z, width, factor, coefficients, degrees, depth, root_pi, c0, rest, inverse, table):
+    """z = x (erfc(x f) / 2) elementwise with f = -1 / sqrt 2 as limbs (n, 1) (`factor`):
+    the GELU x Phi(x) in the operations of the elementwise form, one call; erfc's
+    arguments as `erfc`'s. Non-finite x: inf at inf, nan at -inf and nan (0 inf), as
+    float64 gives them."""
+    n, size = len(width), z.shape[1]
+    y = np.empty((n, size))
+    for i in range(size):
+        mul_at(x, i, factor, 0, y, i, width)
+    erfc(y, z, width, coefficients, degrees, depth, root_pi, c0, rest, inverse, table)
+    for i in range(size):
+        head = x[0, i]
+        mul_float_at(z, i, 0.5, z, i, width)
+        mul_at(x, i, z, i, z, i, width)
+        if not np.isfinite(head):
+            set_float_at(z, i, np.inf if head > 0 else np.nan)
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _erfc_far(x, z, far, width, depth, root_pi, c0, rest, inverse, table):
     """z[:, i] = erfc(|x_i|) = e^(-x^2) / (sqrt(pi) F) for the `far` elements with
     ERFC_EDGE <= |x_i| < ERFC_ZERO, F Laplace's continued fraction z + (1/2) / (z + (2/2) /

@@ -164,6 +164,33 @@ def div_at(x, i, y, j, z, k, w, width):
 
 
 @numba.njit(cache=True, error_model="numpy")
+def sqrt_at(x, i, z, k, w, d, width):
+    """z[:, k] = sqrt(x[:, i]) (nan below 0, 0 at 0 and inf at inf, as float64): at two
+    limbs Karp and Markstein's step (`double_word._sqrt`), at three and four two Newton
+    steps s + (x - s^2) / (2 s) from the float64 square root in n-limb arithmetic; w
+    (n, 3) and d (`scratch`) are scratch. z may be x."""
+    n = len(width)
+    if n == 2:
+        if np.isfinite(x[0, i]):
+            z[0, k], z[1, k] = dw._sqrt(x[0, i], x[1, i])
+        else:
+            z[0, k], z[1, k] = np.sqrt(x[0, i]), 0.0
+        return
+    if not (x[0, i] > 0.0 and np.isfinite(x[0, i])):
+        set_float_at(z, k, np.sqrt(x[0, i]))
+        return
+    w[:, 0] = 0.0  # s, s^2 and then the correction, 2 s
+    w[0, 0] = np.sqrt(x[0, i])
+    for _ in range(2):
+        mul_at(w, 0, w, 0, w, 1, width)
+        add_at(x, i, w, 1, -1.0, w, 1, width)  # x - s^2
+        mul_float_at(w, 0, 2.0, w, 2, width)
+        div_at(w, 1, w, 2, w, 1, d, width)  # (x - s^2) / (2 s)
+        add_at(w, 0, w, 1, 1.0, w, 0, width)
+    z[:, k] = w[:, 0]
+
+
+@numba.njit(cache=True, error_model="numpy")
 def scratch(n):
     """The scratch column of the division (`div_at`)."""
     return np.empty((n, 3))

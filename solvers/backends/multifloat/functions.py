@@ -123,7 +123,7 @@ def _reciprocal_factorials(n: int, count: int) -> np.ndarray:
 
 
 @functools.cache
-def _exp_tables(n: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+def exp_tables(n: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """(c_0, c_rest, 1 / k! for k <= K, 2^(j / 2^m) - 1 for |j| <= 2^(m - 1)) of the
     kernels' exp (`elementary`): c_0 + c_rest = ln 2 / 2^m within 2^(-53 n - 40)."""
     steps = 2**elementary.TABLE_BITS
@@ -145,7 +145,7 @@ def _exp_call(kernel, x: MultiFloatArray, *arguments) -> MultiFloatArray:
     limbs = np.ascontiguousarray(x.limbs)
     n = limbs.shape[0]
     z = np.empty(limbs.shape)
-    kernel(limbs.reshape(n, -1), z.reshape(n, -1), WIDTHS[n], *arguments, *_exp_tables(n))
+    kernel(limbs.reshape(n, -1), z.reshape(n, -1), WIDTHS[n], *arguments, *exp_tables(n))
     return MultiFloatArray(z)
 
 
@@ -218,14 +218,25 @@ def _fraction_depth(n: int) -> int:
             depth += 4
 
 
+def _erfc_arguments(n: int) -> tuple:
+    """erfc's tables after the exp tables' place in a kernel's arguments."""
+    coefficients, degrees = _erfc_tables(n)
+    return coefficients, degrees, _fraction_depth(n), _named("sqrt(pi)", n)[:, None]
+
+
 def erfc(x: MultiFloatArray) -> MultiFloatArray:
     """erfc(x) = 1 - erf(x) elementwise, relatively accurate for x >= 0 (within a few u^n
     below ERFC_EDGE, about (1 + z^2) u^n above, from e^(-z^2)), and 2 - erfc(-x) below;
     0 above 27.3; nan for nan."""
+    return _exp_call(elementary.erfc, x, *_erfc_arguments(x.limb_count))
+
+
+def gelu(x: MultiFloatArray) -> MultiFloatArray:
+    """x Phi(x) = x (erfc(-x / sqrt 2) / 2) elementwise in one kernel (`elementary.gelu`):
+    the erfc of a negative argument is 2 - erfc(|.|), so neither side cancels."""
     n = x.limb_count
-    coefficients, degrees = _erfc_tables(n)
-    root_pi = _named("sqrt(pi)", n)[:, None]
-    return _exp_call(elementary.erfc, x, coefficients, degrees, _fraction_depth(n), root_pi)
+    factor = -_named("1/sqrt(2)", n)[:, None]
+    return _exp_call(elementary.gelu, x, factor, *_erfc_arguments(n))
 
 
 @functools.cache

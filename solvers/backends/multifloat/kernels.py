@@ -2,7 +2,9 @@
 points: +, -, * and / elementwise (a float64 operand with its own kernels), the square
 root, the multiply-add matrix product and row sums, each element through the column
 operations of `expansions` (docs/rounding.md section 6). Operands broadcast as numpy's
-do; a single element is repeated by a step of 0, not copied."""
+do, without a copy where an operand's own axes are one block of the result's (a scalar, a
+bias along the last axis, a column of row statistics): the result's element i reads the
+operand's element (i // divisor) % period (`operand`)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from solvers.backends.multifloat.expansions import (
     mul_float_at,
     scratch,
     set_float_at,
+    sqrt_at,
 )
 
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
@@ -40,28 +43,34 @@ def _float_result(operation, a, b):
     return a / b
 
 
+@numba.njit(cache=True, inline="always")
+def _at(i, index):
+    """The operand's element read at the result's element i, index = (divisor, period)."""
+    return (i // index[0]) % index[1]
+
+
 @numba.njit(cache=True, error_model="numpy")
-def _non_finite(operation, x, sx, y, sy, z):
+def _non_finite(operation, x, xi, y, yi, z):
     """Where an operand or a result is not finite, the float64 result of the leading limbs
     (inf, -inf or nan, as float64 gives them; y is the other operand's leading limbs) and
     zero limbs after it: the error-free transformations turn inf into nan."""
     n, size = z.shape
     for i in range(size):
         if not (np.isfinite(z[0, i]) and np.isfinite(z[n - 1, i])):
-            set_float_at(z, i, _float_result(operation, x[0, i * sx], y[i * sy]))
+            set_float_at(z, i, _float_result(operation, x[0, _at(i, xi)], y[_at(i, yi)]))
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _binary(operation, x, sx, y, sy, z, width):
-    """z = x (operation) y elementwise over limb arrays (n, size), x's element i at i sx
-    and y's at i sy (a step of 0 repeats one element). Each operation has its own loop,
-    and equal steps of 1 their own, so that the loops have no branch and vectorise."""
+def _binary(operation, x, xi, y, yi, z, width):
+    """z = x (operation) y elementwise over limb arrays (n, size), x's element _at(i, xi)
+    and y's _at(i, yi) for z's element i. Each operation has its own loop, and operands
+    of z's own shape their own, so that the loops have no branch and vectorise."""
     size = z.shape[1]
     if operation == DIV:
         d = scratch(len(width))
         for i in range(size):
-            div_at(x, i * sx, y, i * sy, z, i, d, width)
-    elif sx == 1 and sy == 1:
+            div_at(x, _at(i, xi), y, _at(i, yi), z, i, d, width)
+    elif xi[0] == 1 and xi[1] == size and yi[0] == 1 and yi[1] == size:
         if operation == MUL:
             for i in range(size):
                 mul_at(x, i, y, i, z, i, width)
@@ -71,54 +80,32 @@ def _binary(operation, x, sx, y, sy, z, width):
                 add_at(x, i, y, i, sign, z, i, width)
     elif operation == MUL:
         for i in range(size):
-            mul_at(x, i * sx, y, i * sy, z, i, width)
+            mul_at(x, _at(i, xi), y, _at(i, yi), z, i, width)
     else:
         sign = 1.0 if operation == ADD else -1.0
         for i in range(size):
-            add_at(x, i * sx, y, i * sy, sign, z, i, width)
-    _non_finite(operation, x, sx, y[0], sy, z)
+            add_at(x, _at(i, xi), y, _at(i, yi), sign, z, i, width)
+    _non_finite(operation, x, xi, y[0], yi, z)
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _binary_float(operation, x, sx, c, sc, z, width):
-    """z = x (operation) c elementwise for float64 c (size or 1), ADD, SUB or MUL."""
+def _binary_float(operation, x, xi, c, ci, z, width):
+    """z = x (operation) c elementwise for float64 numbers c, ADD, SUB or MUL."""
     for i in range(z.shape[1]):
         if operation == MUL:
-            mul_float_at(x, i * sx, c[i * sc], z, i, width)
+            mul_float_at(x, _at(i, xi), c[_at(i, ci)], z, i, width)
         else:
-            value = c[i * sc] if operation == ADD else -c[i * sc]
-            add_float_at(x, i * sx, value, z, i, width)
-    _non_finite(operation, x, sx, c, sc, z)
+            value = c[_at(i, ci)] if operation == ADD else -c[_at(i, ci)]
+            add_float_at(x, _at(i, xi), value, z, i, width)
+    _non_finite(operation, x, xi, c, ci, z)
 
 
 @numba.njit(cache=True, error_model="numpy")
 def _square_root(x, z, width):
-    """z = sqrt(x) elementwise (x >= 0; nan below 0, 0 at 0 and inf at inf, as float64)."""
-    n, size = len(width), z.shape[1]
-    if n == 2:
-        for i in range(size):
-            if np.isfinite(x[0, i]):
-                z[0, i], z[1, i] = dw._sqrt(x[0, i], x[1, i])
-            else:
-                z[0, i], z[1, i] = np.sqrt(x[0, i]), 0.0
-        return
-    d = scratch(n)
-    w = np.empty((n, 3))  # s, s^2 and then the correction, 2 s
-    for i in range(size):
-        if not (x[0, i] > 0.0 and np.isfinite(x[0, i])):
-            z[0, i] = np.sqrt(x[0, i])
-            for k in range(1, n):
-                z[k, i] = 0.0
-            continue
-        w[:, 0] = 0.0
-        w[0, 0] = np.sqrt(x[0, i])
-        for _ in range(2):
-            mul_at(w, 0, w, 0, w, 1, width)
-            add_at(x, i, w, 1, -1.0, w, 1, width)  # x - s^2
-            mul_float_at(w, 0, 2.0, w, 2, width)
-            div_at(w, 1, w, 2, w, 1, d, width)  # (x - s^2) / (2 s)
-            add_at(w, 0, w, 1, 1.0, w, 0, width)
-        z[:, i] = w[:, 0]
+    """z = sqrt(x) elementwise (`expansions.sqrt_at`)."""
+    d, w = scratch(len(width)), np.empty((len(width), 3))
+    for i in range(z.shape[1]):
+        sqrt_at(x, i, z, i, w, d, width)
 
 
 @numba.njit(cache=True, error_model="numpy", parallel=True)
@@ -194,17 +181,26 @@ def _row_sums(x, z, length, width):
         z[:, r] = w[:, 0]
 
 
-def flat(limbs: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
-    """Limbs (n, *s) for element shape `shape` as a C-contiguous (n, size) array and the
-    step between its elements: 0 for a single element (repeated), else 1 (s broadcast to
-    shape by a copy)."""
+def operand(limbs: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple[int, int]]:
+    """Limbs (n, *s) of an operand broadcast to element shape `shape`, as a C-contiguous
+    (n, m) array and the index map (divisor, period) by which the result's element i reads
+    element (i // divisor) % period: where s's axes of length above 1 are one block
+    shape[a:b] of the result's, divisor = prod(shape[b:]) and period = prod(shape[a:b]) (no
+    copy); otherwise s broadcast to `shape` by a copy, (1, size)."""
     n, element = limbs.shape[0], limbs.shape[1:]
+    size = math.prod(shape)
     if element == shape:
-        return np.ascontiguousarray(limbs).reshape(n, -1), 1
-    if math.prod(element) == 1:
-        return np.ascontiguousarray(limbs).reshape(n, 1), 0
-    padded = limbs.reshape(n, *(1,) * (len(shape) - len(element)), *element)
-    return np.ascontiguousarray(np.broadcast_to(padded, (n, *shape))).reshape(n, -1), 1
+        return np.ascontiguousarray(limbs).reshape(n, -1), (1, size)
+    padded = (1,) * (len(shape) - len(element)) + element
+    kept = [k for k, length in enumerate(padded) if length > 1]
+    contiguous = np.ascontiguousarray(limbs).reshape(n, -1)
+    if not kept:
+        return contiguous, (1, 1)
+    first, last = kept[0], kept[-1] + 1
+    if all(padded[k] == shape[k] for k in range(first, last)):
+        return contiguous, (math.prod(shape[last:]), math.prod(shape[first:last]))
+    full = np.broadcast_to(limbs.reshape(n, *padded), (n, *shape))
+    return np.ascontiguousarray(full).reshape(n, -1), (1, size)
 
 
 def binary(operation: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -213,7 +209,7 @@ def binary(operation: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     shape = x.shape[1:] if x.shape == y.shape else np.broadcast_shapes(x.shape[1:], y.shape[1:])
     z = np.empty((x.shape[0], *shape))
     n = x.shape[0]
-    _binary(operation, *flat(x, shape), *flat(y, shape), z.reshape(n, -1), WIDTHS[n])
+    _binary(operation, *operand(x, shape), *operand(y, shape), z.reshape(n, -1), WIDTHS[n])
     return z
 
 
@@ -222,9 +218,9 @@ def binary_float(operation: int, x: np.ndarray, c: np.ndarray) -> np.ndarray:
     rounding where the n-limb operation would round the float64 as an expansion too."""
     shape = np.broadcast_shapes(x.shape[1:], c.shape)
     z = np.empty((x.shape[0], *shape))
-    values, step = flat(np.asarray(c, dtype=np.float64)[None], shape)
+    values, index = operand(np.asarray(c, dtype=np.float64)[None], shape)
     n = x.shape[0]
-    _binary_float(operation, *flat(x, shape), values[0], step, z.reshape(n, -1), WIDTHS[n])
+    _binary_float(operation, *operand(x, shape), values[0], index, z.reshape(n, -1), WIDTHS[n])
     return z
 
 
