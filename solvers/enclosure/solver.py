@@ -158,6 +158,8 @@ class _Stepper:
         h = self._proposal(coefficients, scale)
         box = middle + UNIT * spread
         for _ in range(MAX_REJECTIONS):
+            if not h > 0:  # a coefficient beyond float64's range, or an underflow: a step
+                break  # of length 0 would be accepted (box and remainder vanish) forever
             step = min(Fraction(h), end - t)
             accepted, excess = self._attempt(n, t, step, middle, box, spread, coefficients, scale)
             factor = _step_factor(excess, self.order)
