@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from solvers import LayerWeights, PiecewiseControls, Problem, backend, solve_reference
+from solvers.enclosure import solver
 from solvers.enclosure.solver import enclose
 from solvers.equation.controls import SmoothControls
 from solvers.errors import IntegrationError, InvalidInputError
@@ -93,14 +94,23 @@ def test_masks_dyt_and_smooth_controls_are_enclosed(variant):
     assert all(c.all() for c in inside)
 
 
-def test_a_flow_no_step_validates_raises_integration_error():
+def test_a_flow_no_step_validates_raises_integration_error(monkeypatch):
     """Pre-RMSNorm with eps = 0 and a token of mean square 1e-60: its Taylor coefficients
-    leave float64's range (the proposed step is 0) and every a priori box, at least 2^-40
-    wide, reaches a zero mean square, so no step validates: the enclosure says so instead
-    of attempting steps of length 0, which it would accept without advancing."""
+    leave float64's range, so the proposed step is 0 (and every a priori box, at least
+    2^-40 wide, reaches a zero mean square): the enclosure says so without attempting a
+    step of length 0, which it would accept without advancing."""
     layer = LayerWeights.random(4, 2, 8, 0, activation="gelu", norm_kind="rms", eps=0.0)
     u0 = np.random.default_rng(0).standard_normal((3, 4))
     u0[1] = 1e-30
     problem = Problem(u0, PiecewiseControls([layer]), T_FINAL, norm="pre")
+    lengths = []
+    attempt = solver._Stepper._attempt
+
+    def counted(self, n, t, h, *rest):
+        lengths.append(h)
+        return attempt(self, n, t, h, *rest)
+
+    monkeypatch.setattr(solver._Stepper, "_attempt", counted)
     with pytest.raises(IntegrationError, match="no step from t = 0 on layer 0"):
         enclose(problem, backend("arb", 30))
+    assert all(h > 0 for h in lengths)
