@@ -60,17 +60,18 @@ def a_priori_box(
     return None
 
 
-def log_norm_bound(jacobian: Array) -> flint.arb:
+def log_norm_bound(blocks: Array) -> flint.arb:
     """A ball whose upper end bounds the logarithmic infinity-norm
-    mu(J) = max_i (J_ii + sum_{j != i} |J_ij|) over every matrix J in the ball matrix
-    `jacobian`.
+    mu(J) = max_i (J_ii + sum_{j != i} |J_ij|) over every matrix J in the ball matrix,
+    given as its diagonal blocks (..., size, size) with every entry outside them 0 (the
+    inputs of a batch, taylor_flow.field_jacobian): a row's sum runs within its block.
 
-    For two solutions x, y in a convex set where every Jacobian of f lies in `jacobian`,
-    |x(t) - y(t)| <= exp(mu (t - s)) |x(s) - y(s)| in the infinity norm (Dahlquist;
-    Soderlind's survey, 2006)."""
-    absolute = np.asarray(_absolute(jacobian), dtype=object)
-    diagonal = np.diagonal(jacobian)
-    rows = np.sum(absolute, axis=1) - np.diagonal(absolute) + diagonal
+    For two solutions x, y in a convex set where every Jacobian of f lies in the ball
+    matrix, |x(t) - y(t)| <= exp(mu (t - s)) |x(s) - y(s)| in the infinity norm
+    (Dahlquist; Soderlind's survey, 2006)."""
+    absolute = np.asarray(_absolute(blocks), dtype=object)
+    diagonal = np.diagonal(blocks, axis1=-2, axis2=-1)
+    rows = np.sum(absolute, axis=-1) - np.diagonal(absolute, axis1=-2, axis2=-1) + diagonal
     return union(rows)
 
 

@@ -31,16 +31,23 @@ def solution_coefficients(flow: LayerFlow, n: int, t: Array, x: Array, order: in
 
 
 def field_jacobian(flow: LayerFlow, n: int, t: Array, box: Array) -> Array:
-    """D_u f(t, u) on `box` (balls of the state's shape; t a ball), as a (size, size)
-    object array of balls (outputs x inputs, both flattened) containing the Jacobian at
-    every point of the box: the first Taylor coefficient of f(t, box + tau e_j) for every
-    unit vector e_j, all in one batched evaluation."""
-    size = int(np.prod(box.shape))
+    """D_u f(t, u) on `box` (balls of the state's shape (..., N, d); t a ball) by inputs:
+    an object array (inputs, size, size) of balls, block b the Jacobian of input b's field
+    in input b's state (outputs x inputs, both flattened, size = N d), containing the
+    Jacobian at every point of the box. Inputs of a batch do not interact (attention,
+    the norms and the feed-forward map act within an input), so every entry between two
+    inputs is exactly 0 and only the blocks are computed: the first Taylor coefficient of
+    f(t, box + tau e_j) for the N d seeds e_j that move component j of every input at
+    once, all in one batched evaluation (docs/enclosures.md section 4)."""
+    tokens = box.shape[-2:]
+    size = int(np.prod(tokens))
+    inputs = int(np.prod(box.shape[:-2]))
     tape = flow.bk.tape()
     batch = np.broadcast_to(np.asarray(box, dtype=object), (size, *box.shape))
     u = tape.variable(batch)
     field = flow.bk.coefficients(flow.field(n, t, u))
-    unit = np.eye(size, dtype=np.int64).astype(object).reshape(size, *box.shape)
-    u.coefficients.append(unit)
+    seeds = np.eye(size, dtype=np.int64).astype(object)
+    seeds = seeds.reshape(size, *[1] * (box.ndim - 2), *tokens)
+    u.coefficients.append(np.ascontiguousarray(np.broadcast_to(seeds, batch.shape)))
     tape.advance()
-    return field[1].reshape(size, size).T
+    return field[1].reshape(size, inputs, size).transpose(1, 2, 0)
