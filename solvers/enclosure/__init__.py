@@ -5,6 +5,13 @@ coefficients and the field's Jacobian in Taylor series of arb balls
 and the decisions of a readout that an enclosure proves (decisions)."""
 
 from solvers.enclosure.decisions import CertifiedDecisions, certified_decisions
-from solvers.enclosure.solver import Enclosure, enclose
+from solvers.enclosure.solver import Enclosure, default_order, default_tolerance, enclose
 
-__all__ = ["CertifiedDecisions", "Enclosure", "certified_decisions", "enclose"]
+__all__ = [
+    "CertifiedDecisions",
+    "Enclosure",
+    "certified_decisions",
+    "default_order",
+    "default_tolerance",
+    "enclose",
+]

@@ -16,10 +16,10 @@ _above = np.frompyfunc(lambda a, b: bool(a > b), 2, 1)
 
 @dataclass(frozen=True)
 class CertifiedDecisions:
-    """Per decision (the shape of Readout.decisions: one per input, or per token for an
-    LM head): `leader`, the class with the largest score midpoint in the limit, and
-    `certified`, whether its score ball lies above every other class's ball, so that the
-    exact limit's decision is the leader."""
+    """Per judged decision, flat in the order of Judged.decisions (one per input, or one
+    per real token for an LM head): `leader`, the class with the largest score midpoint
+    in the limit, and `certified`, whether its score ball lies above every other class's
+    ball, so that the exact limit's decision is the leader."""
 
     leader: np.ndarray
     certified: np.ndarray
@@ -51,4 +51,8 @@ def certified_decisions(
         best = np.take_along_axis(scores, leader[..., None], axis=-1)
         above = np.asarray(_above(best, scores), dtype=bool)
     others = np.arange(scores.shape[-1]) != leader[..., None]
-    return CertifiedDecisions(leader, np.all(above | ~others, axis=-1))
+    certified = np.all(above | ~others, axis=-1)
+    if readout.next_token:  # the real positions, row-major, as Readout.judge takes them
+        real = np.broadcast_to(True if mask is None else np.asarray(mask, bool), leader.shape)
+        return CertifiedDecisions(leader[real], certified[real])
+    return CertifiedDecisions(leader.ravel(), certified.ravel())

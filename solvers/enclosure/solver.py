@@ -17,6 +17,7 @@ operation in arb balls, so rounding is bounded with the rest.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -97,12 +98,76 @@ def enclose(
     arb = backend if backend is not None else number_system("arb", 40)
     taylor = arb.taylor_series()
     check_scope(problem)
-    tol = 10.0 ** -(arb.digits - 5) if tol is None else float(tol)
+    tol = default_tolerance(arb.digits) if tol is None else float(tol)
     if not 0 < tol < 1:
         raise InvalidInputError(f"tol must lie in (0, 1), got {tol!r}")
-    order = max(8, math.ceil(-math.log(tol) / 2)) if order is None else int(order)
+    order = default_order(tol) if order is None else int(order)
     if order < 2:
         raise InvalidInputError(f"order must be at least 2, got {order!r}")
+    inputs = _inputs(problem)
+
+    def said(b: int) -> Callable[[str], None] | None:
+        if progress is None or len(inputs) == 1:
+            return progress
+        return lambda line: progress(f"input {b + 1} of {len(inputs)}: {line}")
+
+    parts = [
+        _enclose_input(p, arb, taylor, tol, order, started, said(b)) for b, p in enumerate(inputs)
+    ]
+    with taylor.active():
+        states = [
+            np.stack(boundary) if problem.u0.ndim == 3 else boundary[0]
+            for boundary in zip(*(states for states, _ in parts), strict=True)
+        ]
+        width = [_width(taylor, s) for s in states]
+    return Enclosure(
+        states,
+        width,
+        sum(stepper.steps for _, stepper in parts),
+        sum(stepper.rejected for _, stepper in parts),
+        sum(stepper.evaluations for _, stepper in parts),
+        order,
+        arb.digits,
+        tol,
+        time.perf_counter() - started,
+    )
+
+
+def default_tolerance(digits: int) -> float:
+    """The local truncation per unit time allowed by default at `digits`: 10^-(digits - 5)."""
+    return 10.0 ** -(digits - 5)
+
+
+def default_order(tol: float) -> int:
+    """The Taylor order K by default: max(8, ceil(-ln(tol) / 2)), Jorba and Zou's choice."""
+    return max(8, math.ceil(-math.log(tol) / 2))
+
+
+def _inputs(problem: Problem) -> list[Problem]:
+    """The inputs of a batch as problems of their own (the problem itself for one (N, d)
+    input): they do not interact, so each is enclosed with its own steps and its own
+    spread, and one input's wide set never widens another's."""
+    if problem.u0.ndim == 2:
+        return [problem]
+    mask = problem.mask
+    return [
+        dataclasses.replace(
+            problem, u0=u0, mask=mask if mask is None or np.ndim(mask) == 1 else mask[b]
+        )
+        for b, u0 in enumerate(problem.u0)
+    ]
+
+
+def _enclose_input(
+    problem: Problem,
+    arb: Backend,
+    taylor: Backend,
+    tol: float,
+    order: int,
+    started: float,
+    progress: Callable[[str], None] | None,
+) -> tuple[list[Array], _Stepper]:
+    """The balls at every boundary of one input, and the stepper that made them."""
     stepper = _Stepper(problem, taylor, tol, order)
     with taylor.active():
         state = problem.initial_state(arb)
@@ -119,17 +184,7 @@ def enclose(
                     f"layer {n}: {stepper.steps} steps, width {_width(taylor, state):.3g}, "
                     f"{time.perf_counter() - started:.1f} s"
                 )
-    return Enclosure(
-        states,
-        [_width(taylor, s) for s in states],
-        stepper.steps,
-        stepper.rejected,
-        stepper.evaluations,
-        order,
-        arb.digits,
-        tol,
-        time.perf_counter() - started,
-    )
+    return states, stepper
 
 
 class _Stepper:
