@@ -15,9 +15,11 @@ Lie) with their interval and classes and, with targets (labels, or an LM's own n
 tokens), the accuracy and the cross-entropy loss. For the limit: its decisions split by
 its margin (decisions.limit_decisions), and which layer drives the distance
 (layers.layer_shares). Beside them: the network in other number systems
-(rounding.rounded_networks), how smooth the weights are in depth, and the distance of
-the network from its twin with smoothly interpolated weights. Every measurement is taken
-on the real tokens; what the model cannot measure is None.
+(rounding.rounded_networks), how smooth the weights are in depth, the distance of the
+network from its twin with smoothly interpolated weights, and, when asked, an enclosure
+of the limit that certifies its decisions and brackets the reference's true error
+(certified.certified_limit). Every measurement is taken on the real tokens; what the
+model cannot measure, or was not asked to, is None.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 from convergence.layer_norm_eps import lie_limit
 from convergence.limit import LimitCheck, limit_check
 from convergence.network_limit.batch import Share, Spread, per_input_distance, share, spread
+from convergence.network_limit.certified import CertifiedLimit, certified_limit
 from convergence.network_limit.decisions import Classes, LimitDecisions, classes, limit_decisions
 from convergence.network_limit.layers import LayerShare, layer_shares
 from convergence.network_limit.levels import Level, MethodLevels, method_levels, refine
@@ -37,6 +40,7 @@ from convergence.network_limit.rounding import RoundedNetwork, rounded_networks
 from convergence.weights_in_depth import depth_change, weight_increments
 from solvers import Problem, solve_reference
 from solvers.backends import Backend
+from solvers.enclosure.scope import check_scope
 from solvers.equation.controls import SmoothControls
 from solvers.errors import InvalidInputError, UndefinedOperationError
 from solvers.network.model import Model
@@ -110,6 +114,8 @@ class NetworkLimit(Provenance):
     """Tokens per input (padding included)."""
     real_tokens: int
     """How many tokens of the batch are real (all of them without a mask)."""
+    certified: CertifiedLimit | None
+    """The enclosure of the limit and what it proves (None: not asked for)."""
 
 
 def smooth_twin(model: Model, inputs: np.ndarray, mask: np.ndarray | None = None) -> Problem:
@@ -133,6 +139,8 @@ def network_limit(
     steps_per_unit: Sequence[int] = (1, 2, 4, 8, 16),
     max_steps_per_unit: int | None = None,
     precisions: Sequence[Backend] = (),
+    certify: int | None = None,
+    certify_tolerance: float | None = None,
 ) -> NetworkLimit:
     """The network `model` on initial token states `inputs` (B, N, d; `model.embed` makes
     them from token ids or images) against its time-step limit, in float64. `targets` are
@@ -140,7 +148,10 @@ def network_limit(
     marks the real tokens. `max_steps_per_unit` lets a method whose levels do not reach the
     asymptotic range refine on (levels.refine), and the limit check of a network without
     a limit refine on its own until it can tell (convergence.limit). `precisions`: number
-    systems to run the network in beside float64 (rounding.rounded_networks)."""
+    systems to run the network in beside float64 (rounding.rounded_networks). `certify`:
+    the arb digits of an enclosure of the limit (certified.certified_limit, with the local
+    `certify_tolerance`; None: none), for smooth flows only (docs/enclosures.md section 5:
+    OutOfScopeError before any work otherwise)."""
     inputs = finite_array("inputs", inputs, (None, None, model.d_model))
     steps = sorted({int(m) for m in steps_per_unit})
     if steps[0] < 1:
@@ -154,6 +165,8 @@ def network_limit(
         targets = readout.check_targets(targets, inputs.shape[:2], name)
     for method in methods:  # before any work: post-LN per-feature norms have only "lie"
         checked_method(problem, method)
+    if certify is not None:
+        check_scope(problem)
     real = np.broadcast_to(problem.real_tokens(), inputs.shape[:2])
     boundaries = solve_layers(problem, "lie", 1)
     network = boundaries[-1]
@@ -257,4 +270,17 @@ def network_limit(
         batch=len(inputs),
         tokens=inputs.shape[1],
         real_tokens=int(real.sum()),
+        certified=(
+            None
+            if certify is None
+            else certified_limit(
+                limit_problem,
+                readout,
+                None if own is None else own.decisions,
+                final,
+                real,
+                certify,
+                certify_tolerance,
+            )
+        ),
     )

@@ -17,6 +17,9 @@
                                     #   to here, and a limit check may refine on its own
     precision = ["float32", "bfloat16"]  # optional: the network (dt = 1) in these number
                                     #   systems too, against its float64 solve
+    certify = 30                    # optional: arb digits of an enclosure of the limit
+                                    #   (smooth flows: GELU, SiLU; pre-LN, pre-RMSNorm, none)
+    certify_tolerance = 1e-8        # optional: its local truncation (default 10^-(certify-5))
 
 Everything that can be checked before running is checked when the study is read
 (reports.experiments.network_inputs: the files, never unpickled; shapes and widths
@@ -52,6 +55,8 @@ def _run(case: dict[str, Any], seed: int) -> NetworkLimit:
         steps_per_unit=case["steps_per_unit"],
         max_steps_per_unit=case["max_steps_per_unit"],
         precisions=[backend(p["name"], p["digits"]) for p in case["precision"]],
+        certify=case["certify"],
+        certify_tolerance=case["certify_tolerance"],
     )
 
 

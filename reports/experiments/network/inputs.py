@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from reports.schema import Field, array_of, integer, one_of, precision, reject, text
+from reports.schema import Field, array_of, integer, number, one_of, precision, reject, text
 from solvers import load_model
-from solvers.errors import InvalidInputError
+from solvers.enclosure.scope import check_scope
+from solvers.errors import InvalidInputError, OutOfScopeError
 from solvers.network.model import Model
 from solvers.solving import METHODS, checked_method
 from solvers.validation import finite_array, token_mask
@@ -70,6 +71,18 @@ FIELDS = {
         [],
         "number systems to run the network (dt = 1) in beside float64, e.g. "
         '["float32", "bfloat16"]',
+    ),
+    "certify": Field(
+        integer(16, 1000),
+        None,
+        "arb digits of an enclosure of the limit that certifies its decisions and brackets "
+        "the reference's true error (docs/enclosures.md; smooth flows only; minutes to hours)",
+    ),
+    "certify_tolerance": Field(
+        number(positive=True),
+        None,
+        "the enclosure's local truncation per unit time, relative, in (0, 1) (default "
+        "10^-(certify - 5)); decisions need far less than the default",
     ),
 }
 
@@ -174,6 +187,19 @@ def check_network(params: dict[str, Any], where: str) -> dict[str, Any]:
             checked_method(network.problem, method)
         except InvalidInputError as exc:
             raise reject(at("methods"), str(exc)) from None
+    if params["certify"] is not None:
+        try:
+            check_scope(network.problem)
+        except OutOfScopeError as exc:
+            raise reject(at("certify"), str(exc)) from None
+    tolerance = params["certify_tolerance"]
+    if tolerance is not None and (params["certify"] is None or not tolerance < 1):
+        raise reject(
+            at("certify_tolerance"),
+            "needs certify (the digits)"
+            if params["certify"] is None
+            else f"must be < 1, got {tolerance}",
+        )
     budget, finest = params["max_steps_per_unit"], max(params["steps_per_unit"])
     if budget is not None and budget < finest:
         raise reject(

@@ -21,6 +21,10 @@ allows (reports.merit), so that `tide check` sees every number the section print
 - The smooth twin's distance is uncertain by the rounding of the two float64 solves.
 - A fitted order keeps its interval; where the asymptotic range starts, how many levels
   refinement added, and a limit check's verdict are exact.
+- Whether an enclosure reached the final time is exact; its width and the upper end of
+  the reference's error bracket are bounds at a floor (growth); its certified and
+  uncertain decisions are counts, each of which may trade with the uncertain ones; the
+  verdict on the assessed error is exact.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 
 from convergence.network_limit import NetworkLimit
 from convergence.network_limit.decisions import Classes
+from reports.experiments.network.certified import error_bound
 from reports.merit import (
     Merit,
     exact_merit,
@@ -124,6 +129,8 @@ def network_merit(result: NetworkLimit, case: str) -> dict[str, Merit]:
         merit["smooth_twin.decisions_changed"] = exact_merit(
             result.smooth_twin_decisions_changed, case=case
         )
+    if result.certified is not None:
+        merit.update(_certified_merit(result, case))
     for levels in result.methods:
         for k, m in enumerate(levels.steps_per_unit):
             name = f"{levels.method}.{m} per unit"
@@ -158,4 +165,24 @@ def network_merit(result: NetworkLimit, case: str) -> dict[str, Merit]:
             merit[f"{name}.loss"] = loss(
                 rounded.loss, 1, moved, " + as far as rounding moved it from float64"
             )
+    return merit
+
+
+def _certified_merit(result: NetworkLimit, case: str) -> dict[str, Merit]:
+    """The enclosure's figures (module docstring)."""
+    found = result.certified
+    merit = {"certified.reached": exact_merit(found.failure is None, case=case)}
+    if found.failure is not None:
+        return merit
+    verdict = str(error_bound(found, result.limit_error))
+    merit |= {
+        "certified.width": growth_merit(found.width, case),
+        "certified.reference_error": growth_merit(found.reference_error[1], case),
+        "certified.error_bound": exact_merit(verdict, case=case),
+    }
+    if found.decisions is not None:
+        slack = found.uncertain
+        merit["certified.same"] = exact_merit(found.certified_same, slack, case)
+        merit["certified.changed"] = exact_merit(found.certified_changed, slack, case)
+        merit["certified.uncertain"] = exact_merit(found.uncertain, slack, case)
     return merit

@@ -10,6 +10,7 @@ from convergence.network_limit import ASYMPTOTIC, NetworkLimit
 from convergence.network_limit.batch import Share, Spread
 from convergence.network_limit.decisions import Classes
 from convergence.order import OrderVerdict
+from reports.experiments.network.certified import certified_sentence
 from reports.experiments.network.verdict import CLOSE_TO_OWN_LIMIT, close
 from reports.tables import number as cell
 
@@ -210,7 +211,7 @@ def summary(result: NetworkLimit) -> list[str]:
     }.get(result.targets, "")
     lines = [f"Network `{Path(result.source).name}` on {result.batch} inputs{tokens}{judged}."]
     if result.no_limit is None:
-        lines += limit_sentences(result)
+        lines += [*limit_sentences(result), certified_sentence(result)]
     else:
         check = result.no_limit
         lines.append(f"No limit to measure against: {check.verdict} ({check.reason}).")
