@@ -5,6 +5,7 @@ apart). Both computed in arb balls, every rounding outward."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import flint
@@ -29,6 +30,8 @@ _widen = np.frompyfunc(lambda x, r: x + UNIT * r, 2, 1)
 _absolute = np.frompyfunc(abs, 1, 1)
 _union = np.frompyfunc(lambda a, b: a.union(b), 2, 1)
 _radius = np.frompyfunc(lambda x: x.rad(), 1, 1)
+_exact_midpoint = np.frompyfunc(lambda x: x.mid(), 1, 1)
+_float = np.frompyfunc(float, 1, 1)
 
 
 def a_priori_box(
@@ -61,18 +64,64 @@ def a_priori_box(
 
 
 def log_norm_bound(blocks: Array) -> flint.arb:
-    """A ball whose upper end bounds the logarithmic infinity-norm
-    mu(J) = max_i (J_ii + sum_{j != i} |J_ij|) over every matrix J in the ball matrix,
-    given as its diagonal blocks (..., size, size) with every entry outside them 0 (the
-    inputs of a batch, taylor_flow.field_jacobian): a row's sum runs within its block.
+    """An exact number (nan where a ball is not finite) that bounds the logarithmic Euclidean norm
+    mu_2(J) = lambda_max((J + J^T) / 2) over every matrix J in the ball matrix, given as
+    its diagonal blocks (..., size, size) with every entry outside them 0 (the inputs of a
+    batch, taylor_flow.field_jacobian): mu_2 of a block diagonal matrix is the largest of
+    its blocks'.
 
     For two solutions x, y in a convex set where every Jacobian of f lies in the ball
-    matrix, |x(t) - y(t)| <= exp(mu (t - s)) |x(s) - y(s)| in the infinity norm
-    (Dahlquist; Soderlind's survey, 2006)."""
-    absolute = np.asarray(_absolute(blocks), dtype=object)
-    diagonal = np.diagonal(blocks, axis1=-2, axis2=-1)
-    rows = np.sum(absolute, axis=-1) - np.diagonal(absolute, axis1=-2, axis2=-1) + diagonal
-    return union(rows)
+    matrix, ||x(t) - y(t)||_2 <= exp(mu (t - s)) ||x(s) - y(s)||_2 (Dahlquist; Soderlind's
+    survey, 2006). Per block, S = (J + J^T) / 2 in balls, with midpoint C (an exact
+    symmetric matrix) and radii R: by Weyl's inequality every symmetric matrix in S has
+    lambda_max <= lambda_max(C) + ||R||_2, and ||R||_2 <= max_i sum_j R_ij (R symmetric).
+    lambda_max(C) is bounded by Gershgorin's discs of Q^-1 C Q (computed in balls) for Q
+    the float64 eigenvectors of C, a similarity whose discs are nearly points; should the
+    ball solve fail to prove Q invertible, by Gershgorin's discs of C itself."""
+    rows = []
+    for block in np.reshape(blocks, (-1, *np.shape(blocks)[-2:])):
+        symmetric = (block + block.T) / 2
+        centre = np.asarray(_exact_midpoint(symmetric), dtype=object)
+        spread = np.sum(np.asarray(_radius(symmetric), dtype=object), axis=-1)
+        rows.append(_largest(_gershgorin(_rotated(centre))) + _largest(spread))
+    return _largest(rows)
+
+
+def _largest(balls: Array) -> flint.arb:
+    """The largest upper end of the balls, exact (nan where one is not finite); a union's
+    radius would round it up by about 1e-9 of the balls' range."""
+    ends = [ball.upper() for ball in np.ravel(np.asarray(balls, dtype=object))]
+    if not all(end.is_finite() for end in ends):
+        return flint.arb("nan")
+    return functools.reduce(lambda a, b: a if a > b else b, ends)
+
+
+def _rotated(centre: Array) -> Array:
+    """Q^-1 C Q in balls for Q the eigenvectors of C (C itself if the ball solve cannot
+    prove Q invertible)."""
+    middle = np.asarray(_float(centre), dtype=np.float64)
+    if not np.all(np.isfinite(middle)):
+        return centre
+    _, vectors = np.linalg.eigh(middle)
+    q = flint.arb_mat(vectors.tolist())
+    try:
+        rotated = q.solve(flint.arb_mat(centre.tolist()) * q)
+    except ZeroDivisionError:
+        return centre
+    return np.asarray(rotated.tolist(), dtype=object)
+
+
+def _gershgorin(matrix: Array) -> list[flint.arb]:
+    """Per row, A_ii + sum_{j != i} |A_ij|: the right ends of Gershgorin's discs."""
+    absolute = np.asarray(_absolute(matrix), dtype=object)
+    return list(np.sum(absolute, axis=-1) - np.diagonal(absolute) + np.diagonal(matrix))
+
+
+def euclidean_radius(balls: Array) -> flint.arb:
+    """An exact upper bound of ||r||_2 for the balls' radii r: every point of the balls
+    lies within it of their midpoints, in the Euclidean norm."""
+    squares = np.asarray(_radius(balls), dtype=object) ** 2
+    return np.sum(squares).sqrt().upper() if squares.size else flint.arb(0)
 
 
 def union(balls: Array) -> flint.arb:

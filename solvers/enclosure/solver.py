@@ -1,18 +1,21 @@
 """`enclose`: balls that contain the exact solution of a smooth flow at every layer
 boundary (docs/enclosures.md section 4).
 
-One step from the set X = {x : |x - m|_inf <= r} at time t to t + h, on layer n:
+One step from the set X = {x : ||x - m||_2 <= r} at time t to t + h, on layer n:
 
 1. an a priori box B holding every solution from X on [t, t + h] (bounds.a_priori_box);
 2. the Taylor coefficients u_0 .. u_{K-1} of the solution through the point m, and u_K
    over ([t, t + h], B), which encloses the Lagrange remainder: component i of u(t + h)
    is sum_{j<K} u_{i,j} h^j + u_{i,K}(xi_i) h^K for some xi_i in (t, t + h), and the
    solution at xi_i lies in B;
-3. the spread of X carried by the logarithmic norm mu of the Jacobian on B: every
-   solution from X ends within exp(h mu) r of the one from m (bounds.log_norm_bound).
+3. the spread of X carried by the logarithmic Euclidean norm mu of the Jacobian on B:
+   every solution from X ends within exp(h mu) r of the one from m in the Euclidean norm
+   (bounds.log_norm_bound).
 
-The new set is the ball sum_{j<K} u_j h^j + u_K h^K + [-1, 1] exp(h mu) r, every
-operation in arb balls, so rounding is bounded with the rest.
+The solution from m lies in the balls P = sum_{j<K} u_j h^j + u_K h^K (midpoints m',
+radii r_P), so the new set is {x : ||x - m'||_2 <= ||r_P||_2 + exp(h mu) r}, and each
+component lies in its ball of P widened by exp(h mu) r, every operation in arb balls, so
+rounding is bounded with the rest.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 
 from solvers.backends import Array, Backend
 from solvers.backends import backend as number_system
-from solvers.enclosure.bounds import UNIT, a_priori_box, log_norm_bound, radii, union
+from solvers.enclosure.bounds import UNIT, a_priori_box, euclidean_radius, log_norm_bound
 from solvers.enclosure.scope import check_scope
 from solvers.enclosure.taylor_flow import field_jacobian, solution_coefficients
 from solvers.equation.flow import LayerFlow
@@ -197,6 +200,8 @@ class _Stepper:
         self.tol, self.order = tol, order
         self.steps = self.rejected = self.evaluations = 0
         self.next_step: float | None = None
+        self.spread: flint.arb | None = None
+        """r, the Euclidean radius of the set around the midpoints of the last state."""
 
     def layer(self, n: int, t: Fraction, end: Fraction, state: Array) -> Array:
         while t < end:
@@ -206,7 +211,7 @@ class _Stepper:
 
     def _step(self, n: int, t: Fraction, end: Fraction, state: Array) -> tuple[Array, Fraction]:
         middle = self.bk.midpoints(state)
-        spread = union(radii(state))
+        spread = euclidean_radius(state) if self.spread is None else self.spread
         scale = self.bk.error_scale(middle)
         coefficients = solution_coefficients(self.flow, n, _ball(t), middle, self.order)
         self.evaluations += 1
@@ -221,7 +226,8 @@ class _Stepper:
             if accepted is not None:
                 self.steps += 1
                 self.next_step = float(step) * min(GROWTH, factor)
-                return accepted, step
+                state, self.spread = accepted
+                return state, step
             self.rejected += 1
             h = float(step) * min(0.5, factor)
         raise IntegrationError(
@@ -252,9 +258,10 @@ class _Stepper:
         spread: flint.arb,
         coefficients: list[Array],
         scale: float,
-    ) -> tuple[Array | None, float]:
-        """The set at t + h and the remainder bound over the local tolerance (inf where
-        the a priori box failed); None for the set where the step is rejected."""
+    ) -> tuple[tuple[Array, flint.arb] | None, float]:
+        """The balls at t + h with the set's Euclidean radius around their midpoints, and
+        the remainder bound over the local tolerance (inf where the a priori box failed);
+        None for the set where the step is rejected."""
         length = _ball(h)
         step = (UNIT + 1) * (length / 2)  # [0, h]
         times = _ball(t) + step
@@ -279,7 +286,9 @@ class _Stepper:
         total = coefficients[self.order - 1]
         for k in range(self.order - 2, -1, -1):
             total = total * length + coefficients[k]
-        return total + remainder + UNIT * ((mu * length).exp() * spread), excess
+        point = total + remainder  # the solution from m; x + UNIT g keeps x's midpoints
+        growth = (mu * length).exp() * spread
+        return (point + UNIT * growth, (euclidean_radius(point) + growth).upper()), excess
 
 
 def _step_factor(excess: float, order: int) -> float:
