@@ -96,6 +96,7 @@ def test_the_certified_decisions_and_error_bracket_hold_against_40_digits(folder
     assert low <= true <= high and found.width < 1e-3
     assert "An enclosure of the limit in arb at 20 digits" in report
     assert f"Of the limit's 2 inputs, {2 - found.uncertain} are certified" in report
+    assert "proved by an enclosure of the limit at 20 digits" in report  # the claim's row
     merit = network_merit(result, "tiny")
     assert {"certified.same", "certified.changed", "certified.width"} <= set(merit)
 

@@ -23,8 +23,10 @@ def network_evidence(result: NetworkLimit) -> Evidence | None:
     there is no limit (NO-LIMIT); qualified when no decision changes but the distance is
     above CLOSE_TO_OWN_LIMIT, or some decision is uncertain (the limit's error could move
     it), or the limit check finds a Cauchy sequence the suite has no flow for; verified
-    otherwise. A readout that takes no decisions leaves the outputs alone to judge; a limit
-    check that cannot decide is no evidence (None)."""
+    otherwise. Where an enclosure of the limit certified its decisions (docs/networks.md
+    section 8), its counts replace the estimate's: changed means certified changed, and
+    uncertain means not certified. A readout that takes no decisions leaves the outputs
+    alone to judge; a limit check that cannot decide is no evidence (None)."""
     name = Path(result.source).name
     if result.no_limit is not None:
         check = result.no_limit
@@ -44,6 +46,10 @@ def network_evidence(result: NetworkLimit) -> Evidence | None:
     split, distance = result.limit_decisions, result.network_distance
     changed = None if split is None else split.changed.count
     uncertain = 0 if split is None else split.uncertain
+    proved = result.certified
+    proved = proved if proved is not None and proved.decisions is not None else None
+    if proved is not None:  # a proof outranks the estimate's margin test
+        changed, uncertain = proved.certified_changed, proved.uncertain
     if changed:
         verdict = ClaimVerdict.REFUTED
     else:  # an uncertain decision may have changed: not shown close
@@ -52,11 +58,15 @@ def network_evidence(result: NetworkLimit) -> Evidence | None:
         judged = " (outputs alone: the readout takes none)"
         rule = f"close: below {CLOSE_TO_OWN_LIMIT:g}"
     else:
+        rule = f"close: below {CLOSE_TO_OWN_LIMIT:g}, none changed and none uncertain"
         judged = (
             f", {changed} of {result.decisions} decisions changed and {uncertain} uncertain "
             "(within the limit's error)"
+            if proved is None
+            else f", {changed} of {result.decisions} decisions certified changed, "
+            f"{proved.certified_same} certified the network's own and {uncertain} uncertain "
+            f"(proved by an enclosure of the limit at {proved.digits} digits)"
         )
-        rule = f"close: below {CLOSE_TO_OWN_LIMIT:g}, none changed and none uncertain"
     return Evidence(
         Claim.TRAINED_NEAR_LIMIT,
         verdict,
