@@ -18,6 +18,7 @@ section 6) proves nothing: the record keeps the reason, and no figure.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -104,8 +105,9 @@ def certified_limit(
     with arb.active():
         gaps = np.asarray(_distance(enclosure.states[-1], arb.asarray(reference)), dtype=object)
         gaps = gaps[np.broadcast_to(real, reference.shape[:-1])]
-        low = max(float(g.lower()) for g in np.ravel(gaps))
-        high = max(float(g.upper()) for g in np.ravel(gaps))
+        # one float64 step outward: float() rounds to nearest
+        low = math.nextafter(max(float(g.lower()) for g in np.ravel(gaps)), -math.inf)
+        high = math.nextafter(max(float(g.upper()) for g in np.ravel(gaps)), math.inf)
     return CertifiedLimit(
         digits=digits,
         tolerance=enclosure.tolerance,
