@@ -54,9 +54,10 @@ MAX_REJECTIONS = 30
 class Enclosure:
     """Balls containing the exact solution at t = 0, 1, ..., t_final (`states`, object
     arrays of the state's shape); `width[n]` the largest radius at boundary n relative to
-    max(1, max |u|); the work: accepted `steps`, `rejected` attempts, Taylor evaluations
-    of the field (`taylor_evaluations`, each of `order` + 1 coefficients or a Jacobian)
-    and `seconds`; `digits` of arb and the Taylor `order` K."""
+    max(1, max |u|); the work, summed over the inputs of a batch (each enclosed on its
+    own): accepted `steps`, `rejected` attempts, Taylor evaluations of the field
+    (`taylor_evaluations`, each of `order` + 1 coefficients or a Jacobian) and `seconds`;
+    `digits` of arb, the local `tolerance` and the Taylor `order` K."""
 
     states: list[Array]
     width: list[float]
