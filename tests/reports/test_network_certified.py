@@ -6,6 +6,7 @@ sentence and figures of merit; the study without it, an enclosure that stops sho
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -14,9 +15,11 @@ import pytest
 from convergence.network_limit import NetworkLimit
 from convergence.network_limit import certified as certified_module
 from convergence.network_limit.study import LIMIT_TOLERANCE
+from reports.claims import ClaimVerdict
 from reports.cli import main
 from reports.experiments.network.certified import ErrorBound, error_bound
 from reports.experiments.network.merit import network_merit
+from reports.experiments.network.verdict import network_evidence
 from solvers import LayerWeights, Model, backend, save_model, solve, solve_reference
 from solvers.errors import IntegrationError
 from solvers.network.readout import Dense, Readout
@@ -99,6 +102,17 @@ def test_the_certified_decisions_and_error_bracket_hold_against_40_digits(folder
     assert "proved by an enclosure of the limit at 20 digits" in report  # the claim's row
     merit = network_merit(result, "tiny")
     assert {"certified.same", "certified.changed", "certified.width"} <= set(merit)
+
+    # the claim's verdict follows the proof: one certified change refutes, one decision
+    # the enclosure cannot certify keeps it from verified
+    def evidence(**counts):
+        moved = dataclasses.replace(found, **counts)
+        return network_evidence(dataclasses.replace(result, certified=moved)).verdict
+
+    assert evidence(certified_same=1, certified_changed=1, uncertain=0) is ClaimVerdict.REFUTED
+    assert evidence(certified_same=1, certified_changed=0, uncertain=1) is not (
+        ClaimVerdict.VERIFIED
+    )
 
 
 def test_without_certify_the_report_says_nothing_was_proved(folder):
